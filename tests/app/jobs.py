@@ -1,0 +1,106 @@
+"""Module-level jobs the suite runs (discovered like any app's jobs.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from ultimate_jobs import NO_TENANT, Retry, RetryAfter, Terminal, job
+
+from .models import Effect
+
+
+@job(name="tests.noop", idempotency_key="{key}", tenant=NO_TENANT)
+def noop(ctx, *, key: str) -> dict:
+    return {"key": key, "attempt": ctx.attempt}
+
+
+@job(name="tests.tenant_noop", idempotency_key="{key}", tenant="{org}")
+def tenant_noop(ctx, *, key: str, org: str) -> None:
+    return None
+
+
+@job(name="tests.record", idempotency_key="record:{key}", tenant=NO_TENANT, retry=Retry(attempts=3, delay="50ms"))
+def record(ctx, *, key: str, sleep: float = 0.0) -> str:
+    if sleep:
+        time.sleep(sleep)
+    Effect.objects.create(key=key, job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return key
+
+
+@job(name="tests.flaky", idempotency_key="flaky:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=5, backoff="fixed", delay=0, jitter=False))
+def flaky(ctx, *, key: str, failures: int) -> dict:
+    if ctx.attempt <= failures:
+        raise RuntimeError(f"flaky failure {ctx.attempt} of {failures}")
+    return {"succeeded_on": ctx.attempt}
+
+
+@job(name="tests.always_fails", idempotency_key="fails:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=3, backoff="fixed", delay=0, jitter=False))
+def always_fails(ctx, *, key: str) -> None:
+    raise ValueError(f"always fails (attempt {ctx.attempt})")
+
+
+@job(name="tests.no_dead_letter", idempotency_key="ndl:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=2, delay=0, dead_letter=False))
+def no_dead_letter(ctx, *, key: str) -> None:
+    raise ValueError("dropped")
+
+
+@job(name="tests.terminal", idempotency_key="terminal:{key}", tenant=NO_TENANT, retry=5)
+def terminal(ctx, *, key: str) -> None:
+    raise Terminal("the card was declined")
+
+
+class CodedError(Exception):
+    def __init__(self, code: str, retry_after: float | None = None) -> None:
+        super().__init__(f"coded failure {code}")
+        self.code = code
+        self.retry_after = retry_after
+
+
+@job(name="tests.coded", idempotency_key="coded:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=4, delay="1s", max_delay="10s", jitter=False))
+def coded(ctx, *, key: str, code: str, retry_after: float | None = None) -> None:
+    raise CodedError(code, retry_after)
+
+
+@job(name="tests.retry_after", idempotency_key="ra:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=3, max_delay="60s"))
+def retry_after(ctx, *, key: str, seconds: float) -> None:
+    raise RetryAfter(seconds)
+
+
+@job(name="tests.slow", idempotency_key="slow:{key}", tenant=NO_TENANT, retry=Retry(attempts=3, delay=0))
+def slow(ctx, *, key: str, seconds: float) -> str:
+    """Sleeps cooperatively; records its start so a test can see how often it began."""
+    Effect.objects.create(key=f"start:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    if ctx.cancelled.wait(seconds):
+        ctx.cancelled.check()
+    Effect.objects.create(key=f"done:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return key
+
+
+@job(name="tests.timeboxed", idempotency_key="tb:{key}", tenant=NO_TENANT, timeout="200ms",
+     retry=Retry(attempts=2, delay=0))
+def timeboxed(ctx, *, key: str) -> None:
+    ctx.cancelled.wait(5)
+    ctx.cancelled.check()
+
+
+@job(name="tests.async_double", idempotency_key="async:{n}", tenant=NO_TENANT)
+async def async_double(ctx, *, n: int) -> int:
+    await asyncio.sleep(0)
+    return n * 2
+
+
+@job(name="tests.bad_result", idempotency_key="bad:{key}", tenant=NO_TENANT)
+def bad_result(ctx, *, key: str) -> object:
+    return object()
+
+
+@job(name="tests.other_queue", idempotency_key="{key}", tenant=NO_TENANT, queue="other")
+def other_queue(ctx, *, key: str) -> str:
+    return key

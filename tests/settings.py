@@ -1,0 +1,76 @@
+"""Settings for the test suite.
+
+``JOBS_TEST_DB=postgres`` (the default when PostgreSQL answers) or ``sqlite``. ``DATABASE_URL``
+points at another PostgreSQL. Worker processes started by the process tests read
+``JOBS_TEST_DB_NAME`` to join the test database the suite created.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from urllib.parse import urlparse
+
+SECRET_KEY = "ultimate-jobs-tests"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "ultimate_jobs",
+    "tests.app",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+BACKEND = os.environ.get("JOBS_TEST_DB", "postgres")
+_joined = os.environ.get("JOBS_TEST_DB_NAME")  # a worker process joining the suite's test database
+
+if BACKEND == "sqlite":
+    _path = _joined or os.path.join(tempfile.gettempdir(), f"ultimate-jobs-test-{os.getpid()}.sqlite3")
+    DATABASES = {"default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": _path,
+        "TEST": {"NAME": _path},
+        "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"},
+    }}
+else:
+    url = urlparse(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/ultimate_jobs")
+    DATABASES = {"default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": url.hostname or "127.0.0.1",
+        "PORT": url.port or 5432,
+        "USER": url.username or "postgres",
+        "PASSWORD": url.password or "",
+        "NAME": _joined or (url.path.lstrip("/") or "ultimate_jobs"),
+        "CONN_MAX_AGE": 0,
+        "TEST": {"NAME": f"test_uj_{os.environ.get('JOBS_TEST_RUN', os.getpid())}"},
+    }}
+
+ULTIMATE_JOBS = {
+    "VISIBILITY_TIMEOUT": os.environ.get("JOBS_TEST_VISIBILITY", "30s"),
+    "POLL_INTERVAL": "50ms",
+    "IDLE_POLL_MAX": "200ms",
+}
+
+LOGGING_CONFIG = None

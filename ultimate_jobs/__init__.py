@@ -1,0 +1,42 @@
+"""ultimate_jobs: durable background work for Django, in the app's own database.
+
+Usage::
+
+    # myapp/jobs.py
+    from ultimate_jobs import job, Retry, NO_TENANT
+
+    @job(idempotency_key="receipt:{order_id}", tenant=NO_TENANT, retry=Retry(attempts=5))
+    def send_receipt(ctx, *, order_id: int) -> None:
+        ...
+
+    send_receipt.enqueue(order_id=42)         # then: python manage.py jobs_worker
+
+The operator API is ``ultimate_jobs.ops``; test helpers are ``ultimate_jobs.testing``.
+"""
+
+from .context import CancelToken, JobContext
+from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
+from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
+from .errors import JobCancelled, JobsError, RetryAfter, Terminal
+from .retry import Retry, register_error_retry, retry_schedule
+from .worker import Worker
+
+__all__ = [
+    "CancelToken",
+    "Concurrency",
+    "EnqueueResult",
+    "JobCancelled",
+    "JobContext",
+    "JobHandle",
+    "JobsError",
+    "MAX_ENQUEUE_BATCH",
+    "NO_TENANT",
+    "Retry",
+    "RetryAfter",
+    "Terminal",
+    "Worker",
+    "job",
+    "register_error_retry",
+    "registered_jobs",
+    "retry_schedule",
+]

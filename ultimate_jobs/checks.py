@@ -1,0 +1,30 @@
+"""Internal: system checks, so ``manage.py check`` names a bad setting before the first tick.
+
+Ids: ``ultimate_jobs.E001`` a bad ``ULTIMATE_JOBS`` value; ``ultimate_jobs.E002`` a
+``DATABASE`` alias missing from ``DATABASES``. Ids are never reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from .errors import JobsError
+
+
+@checks.register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    from .conf import get_settings
+
+    get_settings.cache_clear()
+    try:
+        jobs_settings = get_settings()
+    except JobsError as err:
+        return [checks.Error(err.cause, hint=err.fix, id="ultimate_jobs.E001")]
+    if jobs_settings.DATABASE not in settings.DATABASES:
+        return [checks.Error(f"ULTIMATE_JOBS['DATABASE']={jobs_settings.DATABASE!r} is not in DATABASES.",
+                             hint="Name an alias from DATABASES, or leave DATABASE unset for 'default'.",
+                             id="ultimate_jobs.E002")]
+    return []

@@ -1,0 +1,102 @@
+"""The run context every job body receives first: ``ctx``.
+
+Usage::
+
+    @job(idempotency_key="{order_id}", tenant=NO_TENANT)
+    def ship(ctx, *, order_id: int) -> None:
+        for n, parcel in enumerate(parcels(order_id)):
+            ctx.cancelled.check()                 # raises JobCancelled once cancelled
+            ctx.progress(n, total=len(parcels))
+            ...
+
+``ctx`` carries ``job_id``, ``run_id``, ``name``, ``queue``, ``attempt`` (1-based),
+``max_attempts``, ``final_attempt``, ``tenant_id``, ``enqueued_by``, ``cancelled`` (a
+``CancelToken``), ``step`` (durable steps) and ``progress(done, total=None, note=None)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from .errors import CODES, JobCancelled
+
+CANCEL_REASONS = ("X_ABORTED", "X_DRAINING", "X_JOB_TIMEOUT", "X_JOB_LEASE_LOST", "X_JOB_SLOT_LOST")
+_CAUSES = {
+    "X_ABORTED": "The run was cancelled.",
+    "X_DRAINING": "The worker is draining (SIGTERM); the run goes back to the queue uncounted.",
+    "X_JOB_TIMEOUT": "The run passed its timeout.",
+    "X_JOB_LEASE_LOST": "The run's lease was lost: the job was cancelled or reclaimed elsewhere.",
+    "X_JOB_SLOT_LOST": "The run's fleet concurrency slot was lost.",
+}
+
+
+class CancelToken:
+    """Cooperative cancellation: Python cannot kill a thread, so a body asks."""
+
+    __slots__ = ("_event", "reason", "detail")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason: str | None = None
+        self.detail: str | None = None
+
+    def set(self, reason: str, detail: str | None = None) -> bool:
+        """Cancel with ``reason`` (one of ``CANCEL_REASONS``); the first reason wins. Answer if it was new."""
+        if reason not in CODES:
+            raise ValueError(f"unknown cancel reason {reason}")
+        if self._event.is_set():
+            return False
+        self.reason, self.detail = reason, detail
+        self._event.set()
+        return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Sleep up to ``timeout`` seconds, waking early when cancelled; answer whether it is set."""
+        return self._event.wait(timeout)
+
+    def check(self) -> None:
+        """Raise ``JobCancelled`` (with the reason's code) when the run was cancelled."""
+        if self._event.is_set():
+            raise self.error()
+
+    def error(self) -> JobCancelled:
+        code = self.reason or "X_ABORTED"
+        return JobCancelled(code, self.detail or _CAUSES.get(code, "The run was cancelled."))
+
+    def __bool__(self) -> bool:
+        return self._event.is_set()
+
+    def __repr__(self) -> str:
+        return f"<CancelToken {self.reason or 'live'}>"
+
+
+@dataclass(slots=True, kw_only=True)
+class JobContext:
+    """What a running body knows about its run."""
+
+    job_id: UUID
+    run_id: UUID
+    name: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    tenant_id: str | None
+    enqueued_by: str | None
+    cancelled: CancelToken
+    step: Any = None
+    _progress: Any = field(default=None, repr=False)
+
+    @property
+    def final_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    def progress(self, done: int | float, total: int | float | None = None, note: str | None = None) -> None:
+        """Report progress; written at most once a second, and always once before the run settles."""
+        if self._progress is not None:
+            self._progress(done, total, note)

@@ -1,0 +1,35 @@
+"""Internal: pick the store for a database alias (PostgreSQL or SQLite)."""
+
+from __future__ import annotations
+
+from .store import ClaimedJob, Settlement, Store
+
+__all__ = ["ClaimedJob", "Settlement", "Store", "store_for"]
+
+_stores: dict[str, Store] = {}
+
+
+def store_for(alias: str | None = None) -> Store:
+    """The store for ``alias`` (default: the ``DATABASE`` setting)."""
+    from django.db import connections
+
+    from ..conf import get_settings
+    from ..errors import X_CONFIG_INVALID, JobsError
+
+    alias = alias or get_settings().DATABASE
+    store = _stores.get(alias)
+    if store is None:
+        vendor = connections[alias].vendor
+        if vendor == "postgresql":
+            from .postgres import PostgresStore
+
+            store = PostgresStore(alias)
+        elif vendor == "sqlite":
+            from .sqlite import SqliteStore
+
+            store = SqliteStore(alias)
+        else:
+            raise JobsError(X_CONFIG_INVALID, f"The jobs database {alias!r} is {vendor}; ultimate_jobs runs on "
+                            "PostgreSQL or SQLite.", "Point ULTIMATE_JOBS['DATABASE'] at a PostgreSQL alias.")
+        _stores[alias] = store
+    return store

@@ -1,0 +1,231 @@
+"""Internal: the PostgreSQL store: every raw statement ultimate_jobs sends to PostgreSQL.
+
+Raw SQL only where the ORM cannot say it: the claim CTE with ``FOR UPDATE SKIP LOCKED``,
+``ON CONFLICT`` on the live-key index expression, batched settles over ``unnest`` arrays and
+``LISTEN/NOTIFY``. Each constant carries its method's name. Every deadline is computed from
+``coalesce(%(now)s, now())``: NULL in production, so the database clock decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, LiteralString
+from uuid import UUID
+
+from .store import ClaimedJob, Settlement
+
+if TYPE_CHECKING:
+    from ..enqueue import JobRow
+
+CHANNEL = "ultimate_jobs"
+
+JOB_INSERT_MANY: LiteralString = """
+-- Insert validated rows; a row whose live key is held already is skipped: that is the dedupe.
+-- The conflict target repeats the live-key index exactly (expressions and predicate), and the
+-- notify CTE wakes idle workers once per named queue, at commit (NOTIFY is transactional).
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+ins AS (
+    INSERT INTO ultimate_jobs_job AS j (
+        id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
+        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+    SELECT v.id, v.run_id, v.name, v.queue, v.priority,
+           CASE WHEN coalesce(v.run_at, t.now + v.delay * interval '1 second') > t.now
+                THEN 'delayed' ELSE 'ready' END,
+           v.payload::jsonb, v.idempotency_key, v.tenant_id, v.enqueued_by, 0, v.max_attempts,
+           coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent,
+           t.now, t.now
+      FROM t, unnest(%(id)s::uuid[], %(run_id)s::uuid[], %(name)s::text[], %(queue)s::text[],
+                     %(priority)s::int[], %(payload)s::text[], %(idempotency_key)s::text[],
+                     %(tenant_id)s::text[], %(enqueued_by)s::text[], %(max_attempts)s::int[],
+                     %(delay)s::float8[], %(run_at)s::timestamptz[], %(concurrency_key)s::text[],
+                     %(traceparent)s::text[])
+           AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
+                max_attempts, delay, run_at, concurrency_key, traceparent)
+    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+       WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
+    RETURNING j.id, j.queue),
+woken AS (SELECT pg_notify('ultimate_jobs', q.queue) FROM (SELECT DISTINCT queue FROM ins) AS q
+           WHERE q.queue = ANY(%(notify)s::text[]))
+SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
+"""
+
+JOB_LIVE_BY_KEY: LiteralString = """
+-- The live row holding each dedupe key: the same columns and states as the live-key index.
+SELECT j.id, j.run_id, j.name, coalesce(j.tenant_id, ''), j.idempotency_key
+  FROM ultimate_jobs_job AS j
+  JOIN unnest(%(name)s::text[], %(tenant)s::text[], %(key)s::text[]) AS k(name, tenant, key)
+    ON j.name = k.name AND coalesce(j.tenant_id, '') = k.tenant AND j.idempotency_key = k.key
+ WHERE j.state IN ('ready', 'delayed', 'running', 'suspended')
+"""
+
+JOB_CLAIM: LiteralString = """
+-- Claim up to %(limit)s runnable jobs of one queue whose code this worker has.
+-- The CTE is an optimisation fence so LIMIT bounds the UPDATE; SKIP LOCKED lets workers pass
+-- each other; a paused queue yields nothing. Each claim gets a new fencing token.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+picked AS (
+    SELECT c.id FROM ultimate_jobs_job AS c, t
+     WHERE c.queue = %(queue)s AND c.state IN ('ready', 'delayed', 'suspended') AND c.run_at <= t.now
+       AND c.name = ANY(%(names)s::text[])
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause AS p WHERE p.queue = %(queue)s)
+     ORDER BY c.priority, c.run_at, c.id
+     LIMIT %(limit)s
+       FOR UPDATE OF c SKIP LOCKED)
+UPDATE ultimate_jobs_job AS j
+   SET state = 'running', attempt = j.attempt + 1, claimed_by = %(worker_id)s, claim = gen_random_uuid(),
+       visible_at = t.now + %(visibility)s * interval '1 second',
+       started_at = coalesce(j.started_at, t.now), updated_at = t.now
+  FROM picked, t
+ WHERE j.id = picked.id
+RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_attempts, j.claim,
+          j.tenant_id, j.enqueued_by, j.priority, j.concurrency_key, j.traceparent
+"""
+
+JOB_SETTLE_MANY: LiteralString = """
+-- Settle finished attempts in one statement. Fenced: a row matches only while it is still
+-- running under the claim token this worker was handed, so a cancelled or re-claimed job is
+-- never overwritten. Rows that match nothing are answered by their absence.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE ultimate_jobs_job AS j
+   SET state = CASE WHEN v.state = 'retry'
+                    THEN CASE WHEN v.delay > 0 THEN 'delayed' ELSE 'ready' END
+                    ELSE v.state END,
+       attempt = j.attempt - v.uncount,
+       result = coalesce(v.result::jsonb, j.result),
+       last_error = coalesce(v.last_error, j.last_error),
+       error_code = coalesce(v.error_code, j.error_code),
+       stop_reason = v.stop_reason,
+       run_at = CASE WHEN v.state IN ('retry', 'ready', 'suspended')
+                     THEN t.now + v.delay * interval '1 second' ELSE j.run_at END,
+       visible_at = NULL,
+       finished_at = CASE WHEN v.state IN ('done', 'failed', 'dead', 'cancelled') THEN t.now END,
+       updated_at = t.now
+  FROM t, unnest(%(id)s::uuid[], %(claim)s::uuid[], %(state)s::text[], %(result)s::text[],
+                 %(last_error)s::text[], %(error_code)s::text[], %(stop_reason)s::text[], %(delay)s::float8[],
+                 %(uncount)s::int[])
+       AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount)
+ WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running'
+RETURNING j.id
+"""
+
+JOB_HEARTBEAT: LiteralString = """
+-- Renew the lease of every job this worker holds, fenced on owner and claim token; a job
+-- missing from the answer was cancelled or re-claimed.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE ultimate_jobs_job AS j
+   SET visible_at = t.now + %(visibility)s * interval '1 second', updated_at = t.now
+  FROM t, unnest(%(id)s::uuid[], %(claim)s::uuid[]) AS v(id, claim)
+ WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' AND j.claimed_by = %(worker_id)s
+RETURNING j.id
+"""
+
+JOB_RESCUE: LiteralString = """
+-- Hand back running jobs whose lease lapsed (their worker died or stalled): a compare-and-set
+-- on the claim token read under the lock. A lapse on the final attempt dead-letters the job
+-- instead of running it forever; dead_letter=False jobs end failed.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+lapsed AS (
+    SELECT l.id, l.claim FROM ultimate_jobs_job AS l, t
+     WHERE l.state = 'running' AND l.visible_at < t.now
+     ORDER BY l.visible_at LIMIT %(limit)s
+       FOR UPDATE OF l SKIP LOCKED)
+UPDATE ultimate_jobs_job AS j
+   SET state = CASE WHEN j.attempt < j.max_attempts THEN 'ready'
+                    WHEN j.name = ANY(%(no_dead_letter)s::text[]) THEN 'failed' ELSE 'dead' END,
+       stop_reason = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE 'lease-lapsed' END,
+       last_error = CASE WHEN j.attempt < j.max_attempts
+                         THEN 'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'
+                         ELSE 'lease lapsed on the final attempt (worker ' || coalesce(j.claimed_by, '?')
+                              || ' died or stalled)' END,
+       error_code = 'X_LEASE_LAPSED',
+       finished_at = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE t.now END,
+       run_at = t.now, visible_at = NULL, updated_at = t.now
+  FROM lapsed, t
+ WHERE j.id = lapsed.id AND j.claim = lapsed.claim AND j.state = 'running'
+RETURNING j.id, j.name, j.queue, j.state
+"""
+
+LISTEN: LiteralString = "LISTEN ultimate_jobs"
+
+
+def _columns(rows: Sequence[JobRow]) -> dict[str, list[Any]]:
+    return {
+        "id": [r.id for r in rows], "run_id": [r.run_id for r in rows], "name": [r.name for r in rows],
+        "queue": [r.queue for r in rows], "priority": [r.priority for r in rows],
+        "payload": [r.payload for r in rows], "idempotency_key": [r.idempotency_key for r in rows],
+        "tenant_id": [r.tenant_id for r in rows], "enqueued_by": [r.enqueued_by for r in rows],
+        "max_attempts": [r.max_attempts for r in rows], "delay": [r.delay for r in rows],
+        "run_at": [r.run_at for r in rows], "concurrency_key": [r.concurrency_key for r in rows],
+        "traceparent": [r.traceparent for r in rows],
+    }
+
+
+class PostgresStore:
+    """The store over a Django PostgreSQL connection alias."""
+
+    supports_listen_notify = True
+
+    def __init__(self, alias: str) -> None:
+        from django.db import connections
+
+        self.alias = alias
+        self._connections = connections
+
+    def _cursor(self) -> Any:
+        return self._connections[self.alias].cursor()
+
+    def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
+                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]:
+        """Insert ``rows`` (distinct keys); answer ``(id, run_id, deduped)`` per row, in order."""
+        answers: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
+        pending = list(rows)
+        with self._cursor() as cursor:
+            for _ in range(5):
+                cursor.execute(JOB_INSERT_MANY, {**_columns(pending), "now": now, "notify": list(notify)})
+                inserted = {row[0] for row in cursor.fetchall()}
+                missing = [r for r in pending if r.id not in inserted]
+                for r in pending:
+                    if r.id in inserted:
+                        answers[r.dedupe_key] = (r.id, r.run_id, False)
+                if not missing:
+                    break
+                cursor.execute(JOB_LIVE_BY_KEY, {"name": [r.name for r in missing],
+                                                 "tenant": [r.tenant_id or "" for r in missing],
+                                                 "key": [r.idempotency_key for r in missing]})
+                for job_id, run_id, name, tenant, key in cursor.fetchall():
+                    answers[(name, tenant, key)] = (job_id, run_id, True)
+                # A key whose live row finished between the insert and the lookup is free again.
+                pending = [r for r in missing if r.dedupe_key not in answers]
+                if not pending:
+                    break
+        return [answers[r.dedupe_key] for r in rows]
+
+    def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
+                  now: datetime | None) -> list[ClaimedJob]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
+                                       "worker_id": worker_id, "visibility": visibility, "now": now})
+            return [ClaimedJob(*row) for row in cursor.fetchall()]
+
+    def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
+        s = settlements
+        with self._cursor() as cursor:
+            cursor.execute(JOB_SETTLE_MANY, {
+                "id": [x.id for x in s], "claim": [x.claim for x in s], "state": [x.state for x in s],
+                "result": [x.result for x in s], "last_error": [x.last_error for x in s],
+                "error_code": [x.error_code for x in s], "stop_reason": [x.stop_reason for x in s],
+                "delay": [x.delay for x in s], "uncount": [1 if x.uncount else 0 for x in s], "now": now})
+            return {row[0] for row in cursor.fetchall()}
+
+    def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
+                      now: datetime | None) -> set[UUID]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_HEARTBEAT, {"id": [h[0] for h in held], "claim": [h[1] for h in held],
+                                           "worker_id": worker_id, "visibility": visibility, "now": now})
+            return {row[0] for row in cursor.fetchall()}
+
+    def job_rescue(self, *, now: datetime | None, no_dead_letter: Sequence[str], limit: int = 500) -> list[tuple]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "no_dead_letter": list(no_dead_letter)})
+            return cursor.fetchall()

@@ -1,0 +1,209 @@
+"""Internal: the SQLite store: the same operations as ``db/postgres.py`` for one writer.
+
+SQLite has no server clock shared by processes, no ``SKIP LOCKED`` and no ``LISTEN``: time is
+the process clock (frozen in tests), a claim is one ``UPDATE ... WHERE id IN (SELECT ... LIMIT)``
+(SQLite runs one writer at a time, so no two workers can claim one row), and workers poll.
+Values are stored the way Django's SQLite backend stores them: UUIDs as 32 hex digits,
+timestamps as naive UTC text, JSON as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, LiteralString
+from uuid import UUID
+
+from .. import clock
+from .store import ClaimedJob, Settlement
+
+if TYPE_CHECKING:
+    from ..enqueue import JobRow
+
+JOB_INSERT_ROW: LiteralString = (
+    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, %s)"
+)
+
+JOB_INSERT_MANY: LiteralString = """
+-- Insert validated rows; a row whose live key is held already is skipped: that is the dedupe.
+-- The conflict target repeats the live-key index exactly, expressions and predicate.
+INSERT INTO ultimate_jobs_job (
+    id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
+    attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+VALUES {rows}
+ON CONFLICT (name, COALESCE(tenant_id, ''), idempotency_key)
+   WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
+RETURNING id
+"""
+
+JOB_LIVE_BY_KEY: LiteralString = """
+-- The live row holding one dedupe key: the same columns and states as the live-key index.
+SELECT id, run_id FROM ultimate_jobs_job
+ WHERE name = %s AND COALESCE(tenant_id, '') = %s AND idempotency_key = %s
+   AND state IN ('ready', 'delayed', 'running', 'suspended')
+"""
+
+JOB_CLAIM: LiteralString = """
+-- Claim up to the limit of runnable jobs of one queue whose code this worker has; one
+-- statement, so SQLite's single writer makes it atomic. Each claim gets a new fencing token.
+UPDATE ultimate_jobs_job
+   SET state = 'running', attempt = attempt + 1, claimed_by = %s, claim = lower(hex(randomblob(16))),
+       visible_at = %s, started_at = coalesce(started_at, %s), updated_at = %s
+ WHERE id IN (
+    SELECT id FROM ultimate_jobs_job
+     WHERE queue = %s AND state IN ('ready', 'delayed', 'suspended') AND run_at <= %s
+       AND name IN ({names})
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause WHERE queue = %s)
+     ORDER BY priority, run_at, id
+     LIMIT %s)
+RETURNING id, run_id, name, queue, payload, attempt, max_attempts, claim, tenant_id, enqueued_by,
+          priority, concurrency_key, traceparent
+"""
+
+JOB_SETTLE: LiteralString = """
+-- Settle one finished attempt, fenced on the claim token and state = 'running'.
+UPDATE ultimate_jobs_job
+   SET state = %s, attempt = attempt - %s, result = coalesce(%s, result),
+       last_error = coalesce(%s, last_error), error_code = coalesce(%s, error_code), stop_reason = %s,
+       run_at = coalesce(%s, run_at), visible_at = NULL, finished_at = %s, updated_at = %s
+ WHERE id = %s AND claim = %s AND state = 'running'
+"""
+
+JOB_HEARTBEAT: LiteralString = """
+-- Renew one held lease, fenced on owner, claim token and state.
+UPDATE ultimate_jobs_job SET visible_at = %s, updated_at = %s
+ WHERE id = %s AND claim = %s AND state = 'running' AND claimed_by = %s
+"""
+
+JOB_RESCUE_READ: LiteralString = """
+-- Running jobs whose lease lapsed, oldest lapse first.
+SELECT id, claim, name, queue, attempt, max_attempts, claimed_by FROM ultimate_jobs_job
+ WHERE state = 'running' AND visible_at < %s ORDER BY visible_at LIMIT %s
+"""
+
+JOB_RESCUE: LiteralString = """
+-- Hand back one lapsed job: a compare-and-set on the claim token read above.
+UPDATE ultimate_jobs_job
+   SET state = %s, stop_reason = %s, last_error = %s, error_code = 'X_LEASE_LAPSED', finished_at = %s,
+       run_at = %s, visible_at = NULL, updated_at = %s
+ WHERE id = %s AND claim = %s AND state = 'running'
+"""
+
+_TERMINAL = ("done", "failed", "dead", "cancelled")
+
+
+def ts(value: datetime | None) -> str | None:
+    """A timestamp as Django's SQLite backend stores it: naive UTC text with microseconds."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(value)
+
+
+class SqliteStore:
+    """The store over a Django SQLite connection alias."""
+
+    supports_listen_notify = False
+
+    def __init__(self, alias: str) -> None:
+        from django.db import connections
+
+        self.alias = alias
+        self._connections = connections
+
+    def _cursor(self) -> Any:
+        return self._connections[self.alias].cursor()
+
+    def _atomic(self) -> Any:
+        from django.db import transaction
+
+        return transaction.atomic(using=self.alias)
+
+    def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
+                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]:
+        when = now or clock.now()
+        stamp = ts(when)
+        params: list[Any] = []
+        for r in rows:
+            run_at = r.run_at if r.run_at is not None else when + timedelta(seconds=r.delay)
+            params += [r.id.hex, r.run_id.hex, r.name, r.queue, r.priority,
+                       "delayed" if run_at > when else "ready", r.payload, r.idempotency_key, r.tenant_id,
+                       r.enqueued_by, r.max_attempts, ts(run_at), r.concurrency_key, r.traceparent, stamp, stamp]
+        answers: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
+        with self._atomic(), self._cursor() as cursor:
+            cursor.execute(JOB_INSERT_MANY.format(rows=", ".join([JOB_INSERT_ROW] * len(rows))), params)
+            inserted = {_uuid(row[0]) for row in cursor.fetchall()}
+            for r in rows:
+                if r.id in inserted:
+                    answers[r.dedupe_key] = (r.id, r.run_id, False)
+                else:  # one writer: the live row that refused the insert is still there
+                    cursor.execute(JOB_LIVE_BY_KEY, [r.name, r.tenant_id or "", r.idempotency_key])
+                    job_id, run_id = cursor.fetchone()
+                    answers[r.dedupe_key] = (_uuid(job_id), _uuid(run_id), True)
+        return [answers[r.dedupe_key] for r in rows]
+
+    def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
+                  now: datetime | None) -> list[ClaimedJob]:
+        if not names:
+            return []
+        when = now or clock.now()
+        stamp = ts(when)
+        sql = JOB_CLAIM.format(names=", ".join(["%s"] * len(names)))
+        params = [worker_id, ts(when + timedelta(seconds=visibility)), stamp, stamp, queue, stamp, *names,
+                  queue, limit]
+        with self._cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        claimed = [ClaimedJob(_uuid(r[0]), _uuid(r[1]), r[2], r[3], r[4], r[5], r[6], _uuid(r[7]), *r[8:])
+                   for r in rows]
+        claimed.sort(key=lambda c: c.priority)
+        return claimed
+
+    def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
+        when = now or clock.now()
+        stamp = ts(when)
+        settled: set[UUID] = set()
+        with self._atomic(), self._cursor() as cursor:
+            for s in settlements:
+                state = s.state
+                if state == "retry":
+                    state = "delayed" if s.delay > 0 else "ready"
+                run_at = ts(when + timedelta(seconds=s.delay)) if s.state in ("retry", "ready", "suspended") else None
+                cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, s.last_error, s.error_code,
+                                            s.stop_reason, run_at, stamp if state in _TERMINAL else None, stamp,
+                                            s.id.hex, s.claim.hex])
+                if cursor.rowcount == 1:
+                    settled.add(s.id)
+        return settled
+
+    def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
+                      now: datetime | None) -> set[UUID]:
+        when = now or clock.now()
+        renewed: set[UUID] = set()
+        with self._atomic(), self._cursor() as cursor:
+            for job_id, claim in held:
+                cursor.execute(JOB_HEARTBEAT, [ts(when + timedelta(seconds=visibility)), ts(when), job_id.hex,
+                                               claim.hex, worker_id])
+                if cursor.rowcount == 1:
+                    renewed.add(job_id)
+        return renewed
+
+    def job_rescue(self, *, now: datetime | None, no_dead_letter: Sequence[str], limit: int = 500) -> list[tuple]:
+        when = now or clock.now()
+        stamp = ts(when)
+        rescued = []
+        with self._atomic(), self._cursor() as cursor:
+            cursor.execute(JOB_RESCUE_READ, [stamp, limit])
+            for job_id, claim, name, queue, attempt, max_attempts, claimed_by in cursor.fetchall():
+                final = attempt >= max_attempts
+                state = ("failed" if name in no_dead_letter else "dead") if final else "ready"
+                error = (f"lease lapsed on the final attempt (worker {claimed_by} died or stalled)" if final
+                         else f"lease lapsed: worker {claimed_by} died or stalled")
+                cursor.execute(JOB_RESCUE, [state, "lease-lapsed" if final else None, error,
+                                            stamp if final else None, stamp, stamp, job_id, claim])
+                if cursor.rowcount == 1:
+                    rescued.append((_uuid(job_id), name, queue, state))
+        return rescued

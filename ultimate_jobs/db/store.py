@@ -1,0 +1,67 @@
+"""Internal: what every store answers, and how the core finds the store for an alias.
+
+The core (enqueue, worker, ops) speaks to a store, never to SQL: ``PostgresStore``
+(``db/postgres.py``) and ``SqliteStore`` (``db/sqlite.py``) implement the same methods, named
+``<entity>_<verb>`` with keyword-only arguments, and one conformance suite runs on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from ..enqueue import JobRow
+
+
+class ClaimedJob(NamedTuple):
+    """A claimed row: exactly what the worker needs to run it, no ORM object."""
+
+    id: UUID
+    run_id: UUID
+    name: str
+    queue: str
+    payload: str
+    attempt: int
+    max_attempts: int
+    claim: UUID
+    tenant_id: str | None
+    enqueued_by: str | None
+    priority: int
+    concurrency_key: str | None
+    traceparent: str | None
+
+
+class Settlement(NamedTuple):
+    """How one attempt ended. ``state`` is a final state, ``retry``, ``ready`` (interrupted:
+    back at once) or ``suspended``; ``uncount`` hands the attempt back."""
+
+    id: UUID
+    claim: UUID
+    state: str
+    result: str | None = None
+    last_error: str | None = None
+    error_code: str | None = None
+    stop_reason: str | None = None
+    delay: float = 0.0
+    uncount: bool = False
+
+
+class Store(Protocol):
+    alias: str
+    supports_listen_notify: bool
+
+    def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
+                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]: ...
+
+    def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
+                  now: datetime | None) -> list[ClaimedJob]: ...
+
+    def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]: ...
+
+    def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
+                      now: datetime | None) -> set[UUID]: ...
+
+    def job_rescue(self, *, now: datetime | None, no_dead_letter: Sequence[str], limit: int = 500) -> list[tuple]: ...

@@ -1,0 +1,407 @@
+"""``@job``: declare a durable job, and the handle that enqueues it.
+
+Usage::
+
+    from ultimate_jobs import job, Retry, NO_TENANT
+
+    @job(idempotency_key="receipt:{order_id}", tenant=lambda order_id, shop_id: shop_id,
+         retry=Retry(attempts=5), queue="emails")
+    def send_receipt(ctx, *, order_id: int, shop_id: str) -> None:
+        ...
+
+    send_receipt.enqueue(order_id=42, shop_id="acme")
+
+Options (default): ``idempotency_key`` (required: a format string over the input or a
+``callable(**input) -> str``), ``tenant`` (required: a callable, a format string or
+``NO_TENANT``), ``name`` (``"<module>.<qualname>"``), ``queue`` ("default"), ``priority`` (0,
+lower runs first), ``retry`` (``Retry()``: 3 attempts), ``timeout`` (None), ``step_timeout``
+(None), ``event_poll`` (None: the ``EVENT_POLL`` setting), ``concurrency`` (None),
+``compensates`` (False), ``on_settled`` (None), ``on_settled_timeout`` ("30s"), ``sensitive``
+(False).
+
+Every refusal happens here, at import time, with a code: ``X_IDEMPOTENCY_REQUIRED``,
+``X_JOB_TENANT_REQUIRED``, ``X_JOB_DUPLICATE``, ``X_JOB_DECLARATION_INVALID``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import string
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .durations import to_seconds
+from .errors import (
+    X_IDEMPOTENCY_REQUIRED,
+    X_INVARIANT,
+    X_JOB_CALLED_DIRECTLY,
+    X_JOB_DECLARATION_INVALID,
+    X_JOB_DUPLICATE,
+    X_JOB_INPUT_INVALID,
+    X_JOB_TENANT_REQUIRED,
+    X_QUEUE_INVALID,
+    JobsError,
+)
+from .retry import Retry
+
+QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.:-]{0,63}$")
+MAX_KEY_CHARS = 1000
+WHEN_BUSY = ("wait", "fail")
+
+
+class _NoTenant:
+    """The marker for jobs that act for no tenant (global maintenance, fleet-wide work)."""
+
+    _instance: _NoTenant | None = None
+
+    def __new__(cls) -> _NoTenant:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_TENANT"
+
+    def __reduce__(self) -> str:
+        return "NO_TENANT"
+
+
+NO_TENANT = _NoTenant()
+
+
+def check_queue_name(queue: object, *, code: str = X_QUEUE_INVALID) -> str:
+    """Answer ``queue`` when it matches ``^[a-z0-9][a-z0-9_.:-]{0,63}$``; else raise ``code``."""
+    if not isinstance(queue, str) or not QUEUE_PATTERN.match(queue):
+        raise JobsError(code, f"queue={queue!r} is not a valid queue name.", None if code == X_QUEUE_INVALID
+                        else "Use a queue name matching ^[a-z0-9][a-z0-9_.:-]{0,63}$.")
+    return queue
+
+
+def check_job_name(name: object) -> str:
+    if not isinstance(name, str) or not 1 <= len(name) <= 200 or not name.isprintable() or name != name.strip():
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"name={name!r} is not a job name.",
+                        "Use 1-200 printable characters without leading or trailing spaces.")
+    return name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Concurrency:
+    """A fleet-wide cap: at most ``limit`` simultaneous runs (per ``key`` when given)."""
+
+    limit: int = 1
+    key: str | Callable[..., str] | None = None
+    when_busy: str = "wait"
+
+    def __post_init__(self) -> None:
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or not (
+            isinstance(limit, int) or (math.isfinite(limit) and limit.is_integer())
+        ) or limit < 1:
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"concurrency limit={limit!r} must be a whole number >= 1.")
+        object.__setattr__(self, "limit", int(limit))
+        if self.key is not None and not (isinstance(self.key, str) and self.key) and not callable(self.key):
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"Concurrency(key={self.key!r}) must be a non-empty "
+                            "format string or a callable(**input) -> str.")
+        if self.when_busy not in WHEN_BUSY:
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"Concurrency(when_busy={self.when_busy!r}) is not "
+                            '"wait" or "fail".')
+
+    @classmethod
+    def coerce(cls, value: object) -> Concurrency | None:
+        if value is None:
+            return None
+        if isinstance(value, Concurrency):
+            return value
+        return cls(limit=value)  # type: ignore[arg-type]
+
+
+_registry: dict[str, JobHandle] = {}
+_registry_lock = threading.Lock()
+
+
+def registered_jobs() -> list[JobHandle]:
+    """Every declared job, sorted by name in code-point order."""
+    return [_registry[name] for name in sorted(_registry)]
+
+
+def get_job_handle(name: str) -> JobHandle | None:
+    return _registry.get(name)
+
+
+def _register(handle: JobHandle) -> None:
+    with _registry_lock:
+        existing = _registry.get(handle.name)
+        if existing is not None and existing.source != handle.source:
+            raise JobsError(X_JOB_DUPLICATE, f"Two jobs are declared on the name {handle.name!r} "
+                            f"({existing.source} and {handle.source}).",
+                            "Give one of them its own name= (a name is a durable queue key: keep it).")
+        _registry[handle.name] = handle
+
+
+def _unregister(name: str) -> None:
+    """Test support: forget a declaration."""
+    with _registry_lock:
+        _registry.pop(name, None)
+
+
+class _Template:
+    """A format string over the input (``"invoice:{invoice_id}"``) or a ``callable(**input)``."""
+
+    def __init__(self, spec: str | Callable[..., Any], *, option: str, params: Mapping[str, inspect.Parameter],
+                 open_kwargs: bool) -> None:
+        self.spec = spec
+        self.option = option
+        if isinstance(spec, str):
+            fields = [f for _, f, _, _ in string.Formatter().parse(spec) if f is not None]
+            for field_name in fields:
+                root = re.split(r"[.\[]", field_name, maxsplit=1)[0]
+                if not root or root.isdigit():
+                    raise JobsError(X_JOB_DECLARATION_INVALID, f"{option}={spec!r} uses a positional field "
+                                    "{" + field_name + "}.", "Name input fields, as in \"order:{order_id}\".")
+                if root not in params and not open_kwargs:
+                    raise JobsError(X_JOB_DECLARATION_INVALID, f"{option}={spec!r} names {root!r}, which is "
+                                    "not an input of the job.", f"Use only the job's keyword arguments in {option}.")
+        elif not callable(spec):
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"{option}={spec!r} is neither a format string nor a "
+                            "callable.")
+
+    def render(self, values: Mapping[str, Any]) -> Any:
+        if isinstance(self.spec, str):
+            try:
+                return self.spec.format_map(values)
+            except (KeyError, IndexError, AttributeError, ValueError) as exc:
+                raise JobsError(X_JOB_INPUT_INVALID, f"{self.option}={self.spec!r} cannot be rendered from the "
+                                f"input: {exc!r}.") from None
+        return self.spec(**values)
+
+
+class JobHandle:
+    """A declared job: enqueue it, describe it; never call it directly."""
+
+    def __init__(self, fn: Callable[..., Any], *, idempotency_key: str | Callable[..., str],
+                 tenant: str | Callable[..., str] | _NoTenant, name: str | None, queue: str, priority: int,
+                 retry: Retry | int | None, timeout: Any, step_timeout: Any, event_poll: Any, concurrency: Any,
+                 compensates: bool, on_settled: Callable[..., Any] | None, on_settled_timeout: Any,
+                 sensitive: bool) -> None:
+        code = X_JOB_DECLARATION_INVALID
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.source = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+        self.name = check_job_name(name if name is not None else self.source)
+        self.params, self.open_kwargs = _input_parameters(fn, self.name)
+        self.queue = check_queue_name(queue, code=code)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise JobsError(code, f"priority={priority!r} must be an int (lower runs first).")
+        self.priority = priority
+        self.retry = Retry.coerce(retry)
+        self.timeout = None if timeout is None else to_seconds(timeout, subject="timeout", code=code)
+        self.step_timeout = None if step_timeout is None else to_seconds(step_timeout, subject="step_timeout",
+                                                                          code=code)
+        self.event_poll = None if event_poll is None else to_seconds(event_poll, subject="event_poll", code=code)
+        self.concurrency = Concurrency.coerce(concurrency)
+        if not isinstance(compensates, bool) or not isinstance(sensitive, bool):
+            raise JobsError(code, "compensates= and sensitive= must be True or False.")
+        self.compensates = compensates
+        self.sensitive = sensitive
+        if on_settled is not None and not callable(on_settled):
+            raise JobsError(code, f"on_settled={on_settled!r} is not callable.")
+        self.on_settled = on_settled
+        self.on_settled_timeout = to_seconds(on_settled_timeout, subject="on_settled_timeout", code=code)
+        self._key = _Template(idempotency_key, option="idempotency_key", params=self.params,
+                              open_kwargs=self.open_kwargs)
+        self.tenant = tenant
+        self._tenant = None if tenant is NO_TENANT else _Template(
+            tenant, option="tenant", params=self.params, open_kwargs=self.open_kwargs)  # type: ignore[arg-type]
+        self._concurrency_key = None
+        if self.concurrency is not None and self.concurrency.key is not None:
+            self._concurrency_key = _Template(self.concurrency.key, option="concurrency key", params=self.params,
+                                              open_kwargs=self.open_kwargs)
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", self.name)
+        self.__qualname__ = getattr(fn, "__qualname__", self.name)
+        self.__module__ = getattr(fn, "__module__", __name__)
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.name} queue={self.queue}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise JobsError(X_JOB_CALLED_DIRECTLY, f"The job {self.name!r} was called directly; a job runs in a "
+                        "worker.", f"Use {self.__name__}.enqueue(**input), or "
+                        "ultimate_jobs.testing.run_job(handle, **input) in tests.")
+
+    # -- input -----------------------------------------------------------------------------
+
+    def parse(self, raw: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
+        """Validate one input (a mapping, or its JSON text) and answer it in its stored JSON form.
+
+        Raise ``X_JOB_INPUT_INVALID`` for a missing, unknown or unencodable argument.
+        """
+        from . import jsoncodec
+        from .conf import get_settings
+
+        if isinstance(raw, str | bytes):
+            try:
+                raw = jsoncodec.loads(raw)
+            except ValueError as exc:
+                raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: the input is not JSON ({exc}).") from None
+        if not isinstance(raw, Mapping):
+            raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: the input must be a mapping of keyword arguments.")
+        self.check_arguments(raw)
+        try:
+            text = jsoncodec.dumps(dict(raw), max_bytes=get_settings().MAX_PAYLOAD_BYTES, what=f"{self.name} input")
+        except jsoncodec.NotJSON as exc:
+            raise JobsError(X_JOB_INPUT_INVALID, f"{exc}.") from None
+        return jsoncodec.loads(text)
+
+    def check_arguments(self, values: Mapping[str, Any]) -> None:
+        """Refuse a missing or unknown argument (``X_JOB_INPUT_INVALID``); the signature is the schema."""
+        for key in values:
+            if not isinstance(key, str):
+                raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: input key {key!r} is not a string.")
+            if key not in self.params and not self.open_kwargs:
+                raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: unknown argument {key!r}; the job takes "
+                                f"{', '.join(self.params) or 'no arguments'}.")
+        missing = [n for n, p in self.params.items() if p.default is inspect.Parameter.empty and n not in values]
+        if missing:
+            raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: missing argument(s) {', '.join(missing)}.")
+
+    def idempotency_key_for(self, **values: Any) -> str:
+        """The dedupe key for this input; raise ``X_INVARIANT`` if it renders empty."""
+        key = self._key.render(values)
+        if not isinstance(key, str) or not key:
+            raise JobsError(X_INVARIANT, f"{self.name}: idempotency_key rendered {key!r} for this input; a key "
+                            "must be a non-empty string.", "Make the key depend on input that is never empty.")
+        if len(key) > MAX_KEY_CHARS or "\x00" in key:
+            raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: the idempotency key is over {MAX_KEY_CHARS} "
+                            "characters or holds NUL.", "Key jobs by ids, not by content.")
+        return key
+
+    def tenant_for(self, **values: Any) -> str | None:
+        """The tenant this input acts under (``None`` for a ``NO_TENANT`` job)."""
+        if self._tenant is None:
+            return None
+        tenant = self._tenant.render(values)
+        if isinstance(tenant, int) and not isinstance(tenant, bool):
+            tenant = str(tenant)
+        if not isinstance(tenant, str) or not tenant or len(tenant) > 200 or "\x00" in tenant:
+            raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: tenant rendered {tenant!r}; a tenant is a "
+                            "non-empty string of at most 200 characters.",
+                            "Return the org's id from tenant=, or declare tenant=NO_TENANT.")
+        return tenant
+
+    def concurrency_key_for(self, **values: Any) -> str | None:
+        """The fleet concurrency key; raise ``X_JOB_DECLARATION_INVALID`` if empty, not a string or > 200."""
+        if self.concurrency is None:
+            return None
+        if self._concurrency_key is None:
+            return self.name
+        key = self._concurrency_key.render(values)
+        if not isinstance(key, str) or not key or len(key) > 200:
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"{self.name}: the concurrency key rendered {key!r}; it "
+                            "must be a non-empty string of at most 200 characters.")
+        return f"{self.name}:{key}"
+
+    # -- enqueue -------------------------------------------------------------------------------
+
+    def enqueue(self, **values: Any) -> Any:
+        """Queue one run. Inside ``transaction.atomic()`` it commits or vanishes with the caller."""
+        return self.using().enqueue(**values)
+
+    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[Any]:
+        """Queue many runs in one statement per 1,000; every refusal comes before the first write."""
+        return self.using().enqueue_many(inputs)
+
+    def using(self, *, delay: Any = None, run_at: Any = None, queue: str | None = None, priority: int | None = None,
+              tenant_id: str | None = None, run_id: Any = None, enqueued_by: Any = None,
+              database: str | None = None) -> Any:
+        """Per-call options, Django's ``Task.using`` shape."""
+        from .enqueue import EnqueueOptions
+
+        return EnqueueOptions.build(self, delay=delay, run_at=run_at, queue=queue, priority=priority,
+                                    tenant_id=tenant_id, run_id=run_id, enqueued_by=enqueued_by, database=database)
+
+    # -- introspection ---------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest row: name, queue, retry, idempotent, concurrency and input parameters."""
+        concurrency = None
+        if self.concurrency is not None:
+            concurrency = {"limit": self.concurrency.limit, "keyed": self.concurrency.key is not None,
+                           "when_busy": self.concurrency.when_busy}
+        return {
+            "name": self.name,
+            "queue": self.queue,
+            "priority": self.priority,
+            "retry": self.retry.describe(),
+            "idempotent": True,
+            "tenant": "none" if self._tenant is None else "per-input",
+            "concurrency": concurrency,
+            "timeout": self.timeout,
+            "sensitive": self.sensitive,
+            "input": [{"name": n, "required": p.default is inspect.Parameter.empty,
+                       "annotation": _annotation(p)} for n, p in self.params.items()],
+        }
+
+
+def _annotation(param: inspect.Parameter) -> str | None:
+    if param.annotation is inspect.Parameter.empty:
+        return None
+    return param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__",
+                                                                               repr(param.annotation))
+
+
+def _input_parameters(fn: Callable[..., Any], name: str) -> tuple[dict[str, inspect.Parameter], bool]:
+    """The job's input parameters (everything after ``ctx``), and whether it takes ``**kwargs``."""
+    if not callable(fn):
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"@job decorates {fn!r}, which is not a function.")
+    params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                           inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{name}: a job function takes the run context first: "
+                        "def fn(ctx, *, ...).", "Add ctx as the first positional parameter.")
+    inputs: dict[str, inspect.Parameter] = {}
+    open_kwargs = False
+    for param in params[1:]:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            open_kwargs = True
+        elif param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"{name}: input parameter {param.name!r} must be passable "
+                            "by keyword.", "Declare inputs after a bare *: def fn(ctx, *, order_id).")
+        else:
+            inputs[param.name] = param
+    return inputs, open_kwargs
+
+
+def job(fn: Callable[..., Any] | None = None, *, idempotency_key: Any = None, tenant: Any = None,
+        name: str | None = None, queue: str = "default", priority: int = 0, retry: Retry | int | None = None,
+        timeout: Any = None, step_timeout: Any = None, event_poll: Any = None, concurrency: Any = None,
+        compensates: bool = False, on_settled: Callable[..., Any] | None = None,
+        on_settled_timeout: Any = 30.0, sensitive: bool = False) -> Any:
+    """Declare a durable job; see the module docstring for every option and refusal."""
+
+    def declare(func: Callable[..., Any]) -> JobHandle:
+        label = name or f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
+        if idempotency_key is None:
+            raise JobsError(X_IDEMPOTENCY_REQUIRED, f"@job {label} has no idempotency_key; every job is "
+                            "deduplicated by one.")
+        if tenant is None:
+            raise JobsError(X_JOB_TENANT_REQUIRED, f"@job {label} has no tenant; every job says which org it "
+                            "acts for.")
+        if step_timeout is not None and to_seconds(step_timeout, subject="step_timeout",
+                                                   code=X_JOB_DECLARATION_INVALID) <= 0:
+            raise JobsError(X_JOB_DECLARATION_INVALID, "step_timeout must be positive.")
+        handle = JobHandle(func, idempotency_key=idempotency_key, tenant=tenant, name=name, queue=queue,
+                           priority=priority, retry=retry, timeout=timeout, step_timeout=step_timeout,
+                           event_poll=event_poll, concurrency=concurrency, compensates=compensates,
+                           on_settled=on_settled, on_settled_timeout=on_settled_timeout, sensitive=sensitive)
+        _register(handle)
+        return handle
+
+    if fn is not None:
+        return declare(fn)
+    return declare

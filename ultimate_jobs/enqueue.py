@@ -1,0 +1,199 @@
+"""Internal: the one enqueue path.
+
+Every enqueue (the handle, ``using(...)``, ``enqueue_many``; later the scheduler and the relay)
+ends in ``submit()``. All validation happens first, so a refused call writes nothing; the rows
+then go to the store in one statement per 1,000.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from . import clock
+from .conf import get_settings
+from .declaration import check_queue_name
+from .durations import to_seconds
+from .errors import (
+    X_CONFIG_INVALID,
+    X_JOB_ENQUEUE_BATCH_TOO_LARGE,
+    X_JOB_INPUT_INVALID,
+    X_JOB_TENANT_MISMATCH,
+    JobsError,
+)
+from .ids import parse_uuid, uuid7
+
+if TYPE_CHECKING:
+    from .declaration import JobHandle
+
+log = logging.getLogger("ultimate_jobs")
+
+MAX_ENQUEUE_BATCH = 10_000
+STATEMENT_ROWS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    """What an enqueue answers: the job's ids, whether it deduped into a live job, whether it was staged."""
+
+    id: UUID
+    run_id: UUID
+    deduped: bool | None
+    staged: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRow:
+    """One validated row, ready for the store."""
+
+    id: UUID
+    run_id: UUID
+    name: str
+    queue: str
+    priority: int
+    payload: str
+    idempotency_key: str
+    tenant_id: str | None
+    enqueued_by: str | None
+    max_attempts: int
+    delay: float
+    run_at: datetime | None
+    concurrency_key: str | None
+    traceparent: str | None
+
+    @property
+    def dedupe_key(self) -> tuple[str, str, str]:
+        return (self.name, self.tenant_id or "", self.idempotency_key)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueOptions:
+    """A handle with per-call options (``handle.using(...)``)."""
+
+    handle: JobHandle
+    delay: float
+    run_at: datetime | None
+    queue: str
+    priority: int
+    tenant_id: str | None
+    run_id: UUID | None
+    enqueued_by: str | None
+    enqueuer_tenant: str | None
+    database: str | None
+
+    @classmethod
+    def build(cls, handle: JobHandle, *, delay: Any, run_at: Any, queue: str | None, priority: int | None,
+              tenant_id: str | None, run_id: Any, enqueued_by: Any, database: str | None) -> EnqueueOptions:
+        if delay is not None and run_at is not None:
+            raise JobsError(X_JOB_INPUT_INVALID, "using() takes delay= or run_at=, not both.")
+        delay_s = 0.0 if delay is None else to_seconds(delay, subject="delay", positive=False,
+                                                       code=X_JOB_INPUT_INVALID)
+        if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
+            raise JobsError(X_JOB_INPUT_INVALID, f"run_at={run_at!r} must be an aware datetime.",
+                            "Pass django.utils.timezone.now() + timedelta(...), never a naive datetime.")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise JobsError(X_JOB_INPUT_INVALID, f"priority={priority!r} must be an int.")
+        if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id or len(tenant_id) > 200):
+            raise JobsError(X_JOB_INPUT_INVALID, f"tenant_id={tenant_id!r} must be a non-empty string.")
+        if database is not None and database not in connections.settings:
+            raise JobsError(X_JOB_INPUT_INVALID, f"database={database!r} is not in DATABASES.")
+        enqueuer_tenant = None
+        by: str | None = None
+        if enqueued_by is not None:
+            by = str(getattr(enqueued_by, "pk", None) or enqueued_by)[:200]
+            tenant_of = get_settings().TENANT_OF
+            if tenant_of:
+                try:
+                    resolver = import_string(tenant_of)
+                except ImportError as exc:
+                    raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['TENANT_OF']={tenant_of!r} cannot be "
+                                    f"imported: {exc}.") from None
+                found = resolver(enqueued_by)
+                enqueuer_tenant = None if found is None else str(found)
+        return cls(handle=handle, delay=delay_s, run_at=run_at,
+                   queue=handle.queue if queue is None else check_queue_name(queue),
+                   priority=handle.priority if priority is None else priority, tenant_id=tenant_id,
+                   run_id=None if run_id is None else parse_uuid(run_id, subject="run_id"),
+                   enqueued_by=by, enqueuer_tenant=enqueuer_tenant, database=database)
+
+    def enqueue(self, **values: Any) -> EnqueueResult:
+        """Queue one run; raise a ``JobsError`` before writing anything when the input is refused."""
+        return submit([self.row(values)], database=self.database)[0]
+
+    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+        """Queue many runs; refuse the whole call (``X_JOB_ENQUEUE_BATCH_TOO_LARGE`` or
+        ``X_JOB_INPUT_INVALID``) before the first write."""
+        batch = list(inputs)
+        if len(batch) > MAX_ENQUEUE_BATCH:
+            raise JobsError(X_JOB_ENQUEUE_BATCH_TOO_LARGE, f"enqueue_many got {len(batch)} inputs, over the "
+                            f"{MAX_ENQUEUE_BATCH:,} limit.")
+        if self.run_id is not None and len(batch) > 1:
+            raise JobsError(X_JOB_INPUT_INVALID, "using(run_id=...) names one run; enqueue_many takes many.")
+        rows = []
+        for index, values in enumerate(batch):
+            if not isinstance(values, Mapping):
+                raise JobsError(X_JOB_INPUT_INVALID, f"enqueue_many input #{index} is not a mapping.")
+            try:
+                rows.append(self.row(values))
+            except JobsError as err:
+                raise JobsError(err.code, f"enqueue_many input #{index}: {err.cause}", err.fix) from None
+        return submit(rows, database=self.database) if rows else []
+
+    def row(self, values: Mapping[str, Any]) -> JobRow:
+        handle = self.handle
+        stored = handle.parse(values)
+        key = handle.idempotency_key_for(**values)
+        own_tenant = handle.tenant_for(**values)
+        claimed = self.tenant_id if self.tenant_id is not None else self.enqueuer_tenant
+        if self.tenant_id is not None and self.enqueuer_tenant is not None and self.tenant_id != self.enqueuer_tenant:
+            raise JobsError(X_JOB_TENANT_MISMATCH, f"{handle.name}: tenant_id={self.tenant_id!r} differs from "
+                            f"the enqueuer's tenant {self.enqueuer_tenant!r}.")
+        if own_tenant is not None and claimed is not None and claimed != own_tenant:
+            raise JobsError(X_JOB_TENANT_MISMATCH, f"{handle.name}: the enqueue names tenant {claimed!r} but the "
+                            f"input belongs to {own_tenant!r}.")
+        tenant = claimed if claimed is not None else own_tenant
+        from . import jsoncodec
+
+        return JobRow(id=uuid7(), run_id=self.run_id or uuid7(), name=handle.name, queue=self.queue,
+                      priority=self.priority, payload=jsoncodec.dumps(stored), idempotency_key=key,
+                      tenant_id=tenant, enqueued_by=self.enqueued_by, max_attempts=handle.retry.attempts,
+                      delay=self.delay, run_at=self.run_at, concurrency_key=handle.concurrency_key_for(**values),
+                      traceparent=None)
+
+
+def submit(rows: list[JobRow], *, database: str | None = None) -> list[EnqueueResult]:
+    """Write validated rows: one result per row, in order; in-batch duplicates share one job."""
+    from .db import store_for
+
+    store = store_for(database)
+    first: dict[tuple[str, str, str], int] = {}
+    unique: list[JobRow] = []
+    for index, row in enumerate(rows):
+        if row.dedupe_key not in first:
+            first[row.dedupe_key] = index
+            unique.append(row)
+    written: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
+    for start in range(0, len(unique), STATEMENT_ROWS):
+        chunk = unique[start:start + STATEMENT_ROWS]
+        for row, answer in zip(chunk, store.job_insert_many(rows=chunk, now=clock.sql_now()), strict=True):
+            written[row.dedupe_key] = answer
+    results = []
+    for index, row in enumerate(rows):
+        job_id, run_id, deduped = written[row.dedupe_key]
+        results.append(EnqueueResult(id=job_id, run_id=run_id, deduped=deduped or first[row.dedupe_key] != index,
+                                     staged=False))
+    return results
+
+
+def run_at_for(delay: float, run_at: datetime | None, now: datetime) -> datetime:
+    """Python-side run_at, for stores that cannot ask the database's clock."""
+    if run_at is not None:
+        return run_at
+    return now + timedelta(seconds=delay)

@@ -1,0 +1,139 @@
+"""Every error ultimate_jobs raises, and the one registry of their codes.
+
+Usage::
+
+    from ultimate_jobs import JobsError
+    try:
+        send_receipt.enqueue(order_id=42)
+    except JobsError as err:
+        log.warning("%s", err)          # "[X_...] <cause> Fix: <fix>"
+
+Every code is registered here exactly once with its default one-line fix, so an error can
+never be raised with a code nobody documented (``docs/reference/errors.md`` lists them all).
+Subclasses exist only where a caller needs ``except``: ``JobCancelled``, ``Terminal``,
+``RetryAfter``. Suspension of a durable run is control flow, not an error, and derives from
+``BaseException`` (see ``ultimate_jobs.steps``).
+"""
+
+from __future__ import annotations
+
+CODES: dict[str, str] = {}
+
+
+def register(code: str, fix: str) -> str:
+    """Declare ``code`` with its default fix; a second declaration is a programming error."""
+    if code in CODES:
+        raise ValueError(f"duplicate error code {code}")
+    CODES[code] = fix
+    return code
+
+
+X_CONFIG_INVALID = register(
+    "X_CONFIG_INVALID", "Correct the named ULTIMATE_JOBS setting; `manage.py check` validates them all."
+)
+X_INVARIANT = register("X_INVARIANT", "This is a bug in the caller or in ultimate_jobs; report it with the cause.")
+X_ID_INVALID = register("X_ID_INVALID", "Pass a lowercase UUID string or a uuid.UUID.")
+X_IDEMPOTENCY_REQUIRED = register(
+    "X_IDEMPOTENCY_REQUIRED",
+    'Give @job an idempotency_key: a format string over the input such as "invoice:{invoice_id}", '
+    "or a callable(**input) -> str.",
+)
+X_JOB_TENANT_REQUIRED = register(
+    "X_JOB_TENANT_REQUIRED",
+    "Give @job a tenant: a callable(**input) -> str, a format string, or NO_TENANT for global jobs.",
+)
+X_JOB_DUPLICATE = register(
+    "X_JOB_DUPLICATE", "Give each job its own name=, or retry once the live job holding the key has finished."
+)
+X_JOB_DECLARATION_INVALID = register(
+    "X_JOB_DECLARATION_INVALID", "Correct the named @job option; the docs list each option's accepted values."
+)
+X_JOB_INPUT_INVALID = register(
+    "X_JOB_INPUT_INVALID",
+    "Pass exactly the job function's keyword arguments, as JSON-encodable values without NUL characters.",
+)
+X_JOB_TENANT_MISMATCH = register(
+    "X_JOB_TENANT_MISMATCH", "Enqueue under the tenant the input belongs to, or omit tenant_id/enqueued_by."
+)
+X_JOB_ENQUEUE_BATCH_TOO_LARGE = register(
+    "X_JOB_ENQUEUE_BATCH_TOO_LARGE", "Split the inputs into calls of at most 10,000 each."
+)
+X_JOB_CALLED_DIRECTLY = register(
+    "X_JOB_CALLED_DIRECTLY",
+    "Call handle.enqueue(**input) to queue it, or ultimate_jobs.testing.run_job(handle, **input) in tests.",
+)
+X_JOB_NOT_FOUND = register("X_JOB_NOT_FOUND", "Check the id; finished jobs are purged after their retention.")
+X_JOB_NOT_REGISTERED = register(
+    "X_JOB_NOT_REGISTERED", "Deploy the job's module to this process (an installed app's jobs.py) or fix the name."
+)
+X_JOB_CLAIM_QUEUES_EMPTY = register("X_JOB_CLAIM_QUEUES_EMPTY", "Name at least one queue to claim from.")
+X_QUEUE_INVALID = register(
+    "X_QUEUE_INVALID", "Use a queue name matching ^[a-z0-9][a-z0-9_.:-]{0,63}$, e.g. \"emails\" or \"billing.high\"."
+)
+X_OUTBOX_NO_TX = register(
+    "X_OUTBOX_NO_TX", 'Wrap the enqueue in transaction.atomic() or set ULTIMATE_JOBS["OUTBOX"] to "auto".'
+)
+X_JOB_TIMEOUT = register("X_JOB_TIMEOUT", "Raise the job's timeout= or make the body check ctx.cancelled.")
+X_ABORTED = register("X_ABORTED", "The run was cancelled; nothing more is written for it.")
+X_DRAINING = register("X_DRAINING", "The worker is shutting down; the run goes back to the queue uncounted.")
+X_JOB_LEASE_LOST = register(
+    "X_JOB_LEASE_LOST", "The job was cancelled or reclaimed by another worker; raise VISIBILITY_TIMEOUT if it was slow."
+)
+X_JOB_SLOT_LOST = register("X_JOB_SLOT_LOST", "The fleet concurrency slot expired; check the worker's heartbeats.")
+X_JOB_KEY_BUSY = register(
+    "X_JOB_KEY_BUSY", 'Another run holds the concurrency key; use when_busy="wait" to queue behind it.'
+)
+X_TERMINAL = register("X_TERMINAL", "Fix the cause, then retry the job from the admin or `jobs retry`.")
+X_RETRY_AFTER = register("X_RETRY_AFTER", "Nothing to fix: the job is retried after the stated delay.")
+X_JOB_FAILED = register("X_JOB_FAILED", "Read last_error, fix the cause, then retry the job.")
+X_JOB_RESULT_UNSERIALIZABLE = register(
+    "X_JOB_RESULT_UNSERIALIZABLE", "Return JSON from the job body: str, int, float, bool, None, lists and dicts."
+)
+X_LEASE_LAPSED = register(
+    "X_LEASE_LAPSED", "The worker died or stalled past VISIBILITY_TIMEOUT on the final attempt; retry the job."
+)
+
+
+class JobsError(Exception):
+    """A refusal or failure with a code, a cause and a one-line fix."""
+
+    code: str = X_INVARIANT
+
+    def __init__(self, code: str | None = None, cause: str | None = None, fix: str | None = None) -> None:
+        self.code = code or type(self).code
+        if self.code not in CODES:
+            raise ValueError(f"unregistered error code {self.code}")
+        self.cause = cause or (type(self).__doc__ or "").strip() or self.code
+        self.fix = fix or CODES[self.code]
+        super().__init__(f"[{self.code}] {self.cause} Fix: {self.fix}")
+
+    def __reduce__(self):  # keeps the three parts when an error crosses a process boundary
+        return (type(self), (self.code, self.cause, self.fix))
+
+
+class JobCancelled(JobsError):
+    """The run was cancelled."""
+
+    code = X_ABORTED
+
+
+class Terminal(JobsError):
+    """The job failed in a way no retry can fix."""
+
+    code = X_TERMINAL
+
+    def __init__(self, cause: str = "", *, code: str | None = None, fix: str | None = None) -> None:
+        super().__init__(code or X_TERMINAL, cause or None, fix)
+
+
+class RetryAfter(JobsError):
+    """The job asked to be retried after a delay."""
+
+    code = X_RETRY_AFTER
+
+    def __init__(self, seconds: float, cause: str = "", *, code: str | None = None) -> None:
+        self.retry_after = float(seconds)
+        super().__init__(code or X_RETRY_AFTER, cause or f"retry requested after {self.retry_after:g}s")
+
+    def __reduce__(self):
+        return (type(self), (self.retry_after, self.cause), {"code": self.code})

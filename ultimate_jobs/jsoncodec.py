@@ -1,0 +1,62 @@
+"""Internal: the one JSON encoding for payloads, results and step outputs.
+
+JSON only (never pickle): ``UUID``, ``datetime``, ``date``, ``time``, ``timedelta`` and
+``Decimal`` become strings through Django's ``DjangoJSONEncoder``. Refused: NaN and infinity,
+strings holding NUL (PostgreSQL's jsonb cannot store it) or a lone surrogate (not UTF-8),
+nesting deeper than the encoder can follow, and anything over the caller's byte limit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+_ENCODER = DjangoJSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+class NotJSON(ValueError):
+    """A value that cannot be stored as JSON; the message says why."""
+
+
+def dumps(value: Any, *, max_bytes: int | None = None, what: str = "value") -> str:
+    """Encode ``value``; raise ``NotJSON`` with a readable reason."""
+    try:
+        text = _ENCODER.encode(value)
+    except RecursionError:
+        raise NotJSON(f"{what} is nested too deeply to encode as JSON") from None
+    except (TypeError, ValueError) as exc:
+        raise NotJSON(f"{what} is not JSON-encodable: {exc}") from None
+    if "\\u0000" in text and _holds_nul(value):
+        raise NotJSON(f"{what} holds a NUL character, which PostgreSQL's jsonb cannot store")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise NotJSON(f"{what} holds a lone surrogate, which is not valid UTF-8") from None
+    if max_bytes is not None and size > max_bytes:
+        raise NotJSON(f"{what} is {size} bytes encoded, over the {max_bytes}-byte limit")
+    return text
+
+
+def loads(text: str | bytes | None) -> Any:
+    if text is None:
+        return None
+    if isinstance(text, dict | list):  # a driver that already decoded jsonb
+        return text
+    return json.loads(text)
+
+
+def _holds_nul(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False

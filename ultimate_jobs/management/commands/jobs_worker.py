@@ -1,0 +1,75 @@
+"""``python manage.py jobs_worker``: run a worker process until SIGTERM (or, with --burst, until idle)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...durations import to_seconds
+from ...errors import JobsError
+
+ROLES = ("worker", "scheduler", "relay")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return to_seconds(text, subject="--drain-timeout", positive=False)
+    except JobsError as err:
+        raise argparse.ArgumentTypeError(err.cause) from None
+
+
+def _roles(text: str) -> list[str]:
+    roles = [r.strip() for r in text.split(",") if r.strip()]
+    unknown = [r for r in roles if r not in ROLES]
+    if not roles or unknown:
+        raise argparse.ArgumentTypeError(f"roles must be drawn from {', '.join(ROLES)}")
+    return roles
+
+
+class Command(BaseCommand):
+    help = "Run a jobs worker: claim, run and settle jobs until SIGTERM drains it."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--queues", help="Comma-separated queues (default: the QUEUES setting).")
+        parser.add_argument("--concurrency", help="Slots: a number shared by the queues, or a=4,b=2 per queue.")
+        parser.add_argument("--max-in-flight", type=_positive_int, help="Cap on this process's runs in flight.")
+        parser.add_argument("--roles", type=_roles, default=list(ROLES),
+                            help="Comma-separated roles: worker,scheduler,relay (default: all three).")
+        parser.add_argument("--burst", action="store_true", help="Exit once nothing is runnable or in flight.")
+        parser.add_argument("--drain-timeout", type=_duration, help="How long SIGTERM waits for runs (25s).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ...worker import Worker
+
+        if options["verbosity"] >= 1 and not logging.getLogger("ultimate_jobs").handlers:
+            handler = logging.StreamHandler(self.stderr._out)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            logger = logging.getLogger("ultimate_jobs")
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO if options["verbosity"] >= 2 else logging.WARNING)
+        queues = [q.strip() for q in options["queues"].split(",") if q.strip()] if options["queues"] else None
+        if "worker" not in options["roles"]:
+            raise CommandError("jobs_worker needs the worker role; the scheduler and relay roles run beside it.")
+        try:
+            worker = Worker(queues=queues, concurrency=options["concurrency"],
+                            max_in_flight=options["max_in_flight"], burst=options["burst"],
+                            drain_timeout=options["drain_timeout"])
+        except (JobsError, ValueError) as err:
+            raise CommandError(str(err)) from None
+        stats = worker.run()
+        if options["verbosity"] >= 1:
+            self.stdout.write(f"worker stopped: claimed={stats['claimed']} settled={stats['settled']} "
+                              f"interrupted={stats['interrupted']} lost={stats['lost']}")

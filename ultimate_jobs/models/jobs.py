@@ -1,0 +1,118 @@
+"""Internal: the job and step tables.
+
+The dedupe namespace is one partial unique index, ``(name, coalesce(tenant_id, ''),
+idempotency_key)`` over the live states; the enqueue's ``ON CONFLICT`` target and its live-row
+lookup are spelled from the same columns and the same ``LIVE_STATES`` (see ``db/postgres.py``).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
+
+from ..ids import uuid7
+
+LIVE_STATES = ("ready", "delayed", "running", "suspended")
+RUNNABLE_STATES = ("ready", "delayed", "suspended")
+TERMINAL_STATES = ("done", "failed", "dead", "cancelled")
+STATES = LIVE_STATES + TERMINAL_STATES
+STOP_REASONS = ("terminal", "attempts-exhausted", "lease-lapsed", "cancelled", "key-busy")
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def live(self) -> JobQuerySet:
+        return self.filter(state__in=LIVE_STATES)
+
+    def finished(self) -> JobQuerySet:
+        return self.filter(state__in=TERMINAL_STATES)
+
+
+class Job(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    run_id = models.UUIDField(default=uuid7, editable=False)
+    name = models.CharField(max_length=200)
+    queue = models.CharField(max_length=64, default="default")
+    priority = models.IntegerField(default=0)
+    state = models.CharField(max_length=16, choices=[(s, s) for s in STATES], default="ready")
+    payload = models.JSONField(default=dict)
+    idempotency_key = models.TextField()
+    tenant_id = models.CharField(max_length=200, null=True, blank=True)
+    enqueued_by = models.CharField(max_length=200, null=True, blank=True)
+    attempt = models.IntegerField(default=0)
+    max_attempts = models.IntegerField(default=3)
+    run_at = models.DateTimeField()
+    visible_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, null=True, blank=True)
+    claim = models.UUIDField(null=True, blank=True)
+    concurrency_key = models.CharField(max_length=200, null=True, blank=True)
+    progress = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    last_error = models.TextField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, null=True, blank=True)
+    stop_reason = models.CharField(max_length=32, null=True, blank=True)
+    traceparent = models.CharField(max_length=64, null=True, blank=True)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        db_table = "ultimate_jobs_job"
+        constraints = [
+            models.UniqueConstraint(
+                F("name"), Coalesce("tenant_id", Value("")), F("idempotency_key"),
+                condition=Q(state__in=LIVE_STATES),
+                name="ultimate_jobs_job_live_key",
+            ),
+        ]
+        indexes = [
+            # Claim order, over the runnable rows only: the claim statement walks this index.
+            models.Index(fields=["queue", "priority", "run_at", "id"], name="ultimate_jobs_job_claim",
+                         condition=Q(state__in=RUNNABLE_STATES)),
+            # Lapsed-lease rescue reads running rows by lease expiry.
+            models.Index(fields=["visible_at"], name="ultimate_jobs_job_lease", condition=Q(state="running")),
+            models.Index(fields=["state", "queue"], name="ultimate_jobs_job_state"),
+            models.Index(fields=["run_id"], name="ultimate_jobs_job_run"),
+        ]
+        permissions = [
+            ("retry_job", "Can retry jobs"),
+            ("cancel_job", "Can cancel jobs"),
+            ("promote_job", "Can run jobs now"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.id} ({self.state})"
+
+
+class JobStep(models.Model):
+    run_id = models.UUIDField()
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=[(s, s) for s in ("started", "completed", "failed")])
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    executions = models.IntegerField(default=0)
+    seq = models.IntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ultimate_jobs_jobstep"
+        constraints = [models.UniqueConstraint(fields=["run_id", "name"], name="ultimate_jobs_step_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+
+class QueuePause(models.Model):
+    queue = models.CharField(max_length=64, primary_key=True)
+    paused_at = models.DateTimeField()
+    paused_by = models.CharField(max_length=200, null=True, blank=True)
+
+    class Meta:
+        db_table = "ultimate_jobs_queuepause"
+
+    def __str__(self) -> str:
+        return self.queue

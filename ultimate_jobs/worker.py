@@ -1,0 +1,497 @@
+"""The worker: claim runnable jobs, run them, settle them, keep their leases.
+
+Usage::
+
+    python manage.py jobs_worker --queues emails,default --concurrency 10
+    # or, in tests and embedded use:
+    from ultimate_jobs import Worker
+    Worker(queues=["default"], concurrency=4).run_once()     # one claim pass -> the runs it started
+
+Options (default): ``queues`` (the ``QUEUES`` setting), ``concurrency`` (``CONCURRENCY``: one
+number shared by the queues, or ``{"a": 4, "b": 2}``), ``max_in_flight`` (``MAX_IN_FLIGHT``),
+``burst`` (False: exit once nothing is runnable and nothing is in flight), ``drain_timeout``
+(``DRAIN_TIMEOUT``), ``database`` (``DATABASE``).
+
+One loop thread claims (one statement per queue per pass, ``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL), settles finished attempts in one statement per pass, renews every held lease in
+one statement per heartbeat interval and hands lapsed leases back. Sync bodies run on a pool
+of daemon threads, ``async def`` bodies on one event-loop thread. No ORM object is built per
+job on this path.
+
+Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.draining``,
+``jobs.worker.drain-abandoned``, ``jobs.claim.failed``, ``jobs.settle.failed``,
+``jobs.settle.lost``, ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
+``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue as queue_module
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+
+from . import clock
+from .conf import get_settings
+from .context import CancelToken
+from .db import ClaimedJob, Settlement, store_for
+from .declaration import JobHandle, check_queue_name, get_job_handle, registered_jobs
+from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, X_JOB_TIMEOUT, JobsError
+from .execute import run_attempt, run_attempt_async
+
+log = logging.getLogger("ultimate_jobs")
+
+_DB_ERRORS = (OperationalError, InterfaceError, DatabaseError)
+RESCUE_INTERVAL = 1.0
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    """One attempt this worker holds: the claimed row, its cancel token and its clocks."""
+
+    claimed: ClaimedJob
+    handle: JobHandle
+    token: CancelToken = field(default_factory=CancelToken)
+    started: float = field(default_factory=time.monotonic)
+    renewed: float = field(default_factory=time.monotonic)
+    deadline: float | None = None
+    settled: bool = False
+    finished: threading.Event = field(default_factory=threading.Event)
+    outcome: Settlement | None = None
+
+    @property
+    def id(self) -> UUID:
+        return self.claimed.id
+
+
+class _Pool:
+    """Daemon threads running sync bodies: a body that never returns cannot keep the process alive."""
+
+    def __init__(self, size: int) -> None:
+        self._tasks: queue_module.SimpleQueue[Callable[[], None] | None] = queue_module.SimpleQueue()
+        self._threads = [threading.Thread(target=self._loop, name=f"ultimate-jobs-{n}", daemon=True)
+                         for n in range(size)]
+        for thread in self._threads:
+            thread.start()
+
+    def _loop(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            task()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        self._tasks.put(task)
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._tasks.put(None)
+
+
+class _Loop:
+    """One event-loop thread for ``async def`` bodies, started on first use."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="ultimate-jobs-async", daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Any) -> None:
+        asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def shutdown(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def parse_concurrency(value: int | Mapping[str, int] | str | None, queues: Sequence[str]) -> dict[str, int] | int:
+    """``10`` (shared by the queues) or ``{"a": 4, "b": 2}`` / ``"a=4,b=2"`` (per queue)."""
+    if value is None:
+        value = get_settings().CONCURRENCY
+    if isinstance(value, str):
+        if "=" not in value:
+            value = int(value)
+        else:
+            pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+            value = {q.strip(): int(n) for q, n in pairs}
+    if isinstance(value, Mapping):
+        caps = {check_queue_name(q, code=X_CONFIG_INVALID): n for q, n in value.items()}
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in caps.values()):
+            raise JobsError(X_CONFIG_INVALID, f"concurrency {value!r} must give each queue a whole number >= 1.")
+        missing = [q for q in queues if q not in caps]
+        if missing:
+            raise JobsError(X_CONFIG_INVALID, f"concurrency names no slots for queue(s) {', '.join(missing)}.",
+                            "Give every --queues entry a count, as in a=4,b=2.")
+        return caps
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobsError(X_CONFIG_INVALID, f"concurrency={value!r} must be a whole number >= 1.")
+    return value
+
+
+class Worker:
+    """One worker process's claim loop; see the module docstring."""
+
+    def __init__(self, *, queues: Sequence[str] | None = None, concurrency: Any = None,
+                 max_in_flight: int | None = None, burst: bool = False, drain_timeout: Any = None,
+                 database: str | None = None, worker_id: str | None = None,
+                 on_pass: Callable[[Worker, list[Run]], None] | None = None) -> None:
+        conf = get_settings()
+        self.queues = list(queues) if queues is not None else list(conf.QUEUES)
+        if not self.queues:
+            raise JobsError(X_JOB_CLAIM_QUEUES_EMPTY, "The worker was given no queues to claim from.")
+        for name in self.queues:
+            check_queue_name(name, code=X_CONFIG_INVALID)
+        self.concurrency = parse_concurrency(concurrency, self.queues)
+        total = sum(self.concurrency.values()) if isinstance(self.concurrency, dict) else self.concurrency
+        cap = max_in_flight if max_in_flight is not None else conf.MAX_IN_FLIGHT
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise JobsError(X_CONFIG_INVALID, f"max_in_flight={cap!r} must be a whole number >= 1.")
+        self.capacity = min(total, cap) if cap is not None else total
+        self.burst = burst
+        from .durations import to_seconds
+
+        self.drain_timeout = conf.DRAIN_TIMEOUT if drain_timeout is None else to_seconds(
+            drain_timeout, subject="drain_timeout", positive=False)
+        self.alias = database or conf.DATABASE
+        self.store = store_for(self.alias)
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+        self.visibility = conf.VISIBILITY_TIMEOUT
+        self.heartbeat_interval = conf.HEARTBEAT_INTERVAL
+        self.poll_interval = conf.POLL_INTERVAL
+        self.idle_poll_max = max(conf.IDLE_POLL_MAX, conf.POLL_INTERVAL)
+        self.on_pass = on_pass
+        self.state = "idle"
+        self.runs: dict[UUID, Run] = {}
+        self.stats = {"claimed": 0, "settled": 0, "interrupted": 0, "lost": 0}
+        self._done: queue_module.SimpleQueue[Run] = queue_module.SimpleQueue()
+        self._pending: list[Run] = []
+        self._wake = threading.Event()
+        self._stopping = False
+        self._drain_deadline: float | None = None
+        self._signals = 0
+        self._pool: _Pool | None = None
+        self._loop: _Loop | None = None
+        self._listener: Any = None
+        self._last_heartbeat = time.monotonic()
+        self._last_rescue = 0.0
+        self._rotation = 0
+        self._backoff = 0.0
+        self._pass_failed = False
+        self._last_claim_full = False
+        self._stop_event = threading.Event()
+
+    # -- one pass ---------------------------------------------------------------------------
+
+    def run_once(self) -> list[Run]:
+        """One pass: settle what finished, renew leases, hand back lapsed ones, claim. Answer the runs started."""
+        self._collect()
+        self._settle()
+        self._expire_timeouts()
+        now = time.monotonic()
+        if now - self._last_heartbeat >= self.heartbeat_interval:
+            self._heartbeat()
+        if now - self._last_rescue >= RESCUE_INTERVAL:
+            self._rescue()
+        started = [] if self._stopping else self._claim()
+        if self.on_pass is not None:
+            self.on_pass(self, started)
+        return started
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for run in self.runs.values() if not run.finished.is_set())
+
+    def _names(self) -> list[str]:
+        return [handle.name for handle in registered_jobs()]
+
+    def _free_slots(self) -> dict[str, int]:
+        """Free slots per queue for this pass, split so no queue starves."""
+        free = self.capacity - len(self.runs)
+        if free <= 0:
+            return {}
+        if isinstance(self.concurrency, dict):
+            busy: dict[str, int] = {}
+            for run in self.runs.values():
+                busy[run.claimed.queue] = busy.get(run.claimed.queue, 0) + 1
+            slots = {q: max(0, self.concurrency[q] - busy.get(q, 0)) for q in self.queues}
+        else:
+            share, extra = divmod(free, len(self.queues))
+            order = self.queues[self._rotation:] + self.queues[:self._rotation]
+            self._rotation = (self._rotation + 1) % len(self.queues)
+            slots = {q: share + (1 if i < extra else 0) for i, q in enumerate(order)}
+        # max_in_flight bounds the sum; trim from the end of this pass's rotation.
+        total = sum(slots.values())
+        for q in reversed(list(slots)):
+            if total <= free:
+                break
+            cut = min(slots[q], total - free)
+            slots[q] -= cut
+            total -= cut
+        return {q: n for q, n in slots.items() if n > 0}
+
+    def _claim(self) -> list[Run]:
+        names = self._names()
+        started: list[Run] = []
+        if not names:
+            return started
+        self._last_claim_full = False
+        for queue, limit in self._free_slots().items():
+            try:
+                claimed = self.store.job_claim(queue=queue, names=names, limit=limit, worker_id=self.worker_id,
+                                               visibility=self.visibility, now=clock.sql_now())
+            except _DB_ERRORS as exc:
+                self._db_failed("jobs.claim.failed", exc)
+                return started
+            if len(claimed) == limit:
+                self._last_claim_full = True
+            for row in claimed:
+                started.append(self._start(row))
+        self.stats["claimed"] += len(started)
+        return started
+
+    def _start(self, claimed: ClaimedJob) -> Run:
+        handle = get_job_handle(claimed.name)
+        assert handle is not None  # the claim asked only for registered names
+        run = Run(claimed=claimed, handle=handle)
+        if handle.timeout is not None:
+            run.deadline = run.started + handle.timeout
+        self.runs[claimed.id] = run
+        if handle.is_async:
+            if self._loop is None:
+                self._loop = _Loop()
+            self._loop.submit(self._execute_async(run))
+        else:
+            if self._pool is None:
+                self._pool = _Pool(self.capacity)
+            self._pool.submit(lambda: self._execute(run))
+        return run
+
+    def _execute(self, run: Run) -> None:
+        try:
+            run.outcome = run_attempt(run.handle, run.claimed, run.token)
+        finally:
+            self._finish(run)
+
+    async def _execute_async(self, run: Run) -> None:
+        try:
+            run.outcome = await run_attempt_async(run.handle, run.claimed, run.token)
+        finally:
+            self._finish(run)
+
+    def _finish(self, run: Run) -> None:
+        run.finished.set()
+        self._done.put(run)
+        self._wake.set()
+
+    # -- settle -------------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        while True:
+            try:
+                run = self._done.get_nowait()
+            except queue_module.Empty:
+                return
+            if run.settled:  # failed by its timeout already; the thread has now returned
+                self.runs.pop(run.id, None)
+                continue
+            if run.outcome is None:
+                self.stats["lost"] += 1
+                self.runs.pop(run.id, None)
+                continue
+            self._pending.append(run)
+
+    def _settle(self) -> None:
+        if not self._pending:
+            return
+        batch = self._pending
+        try:
+            settled = self.store.job_settle_many(settlements=[r.outcome for r in batch if r.outcome is not None],
+                                                 now=clock.sql_now())
+        except _DB_ERRORS as exc:
+            self._db_failed("jobs.settle.failed", exc)
+            return  # kept pending: the fenced statement is safe to send again
+        self._pending = []
+        for run in batch:
+            run.settled = True
+            self.runs.pop(run.id, None)
+            assert run.outcome is not None
+            if run.id not in settled:
+                self.stats["lost"] += 1
+                log.warning("jobs.settle.lost job_id=%s name=%s queue=%s outcome=%s: the row is no longer this "
+                            "worker's (cancelled or reclaimed)", run.id, run.claimed.name, run.claimed.queue,
+                            run.outcome.state)
+            elif run.outcome.uncount:
+                self.stats["interrupted"] += 1
+            else:
+                self.stats["settled"] += 1
+
+    def _expire_timeouts(self) -> None:
+        now = time.monotonic()
+        expired = [r for r in self.runs.values()
+                   if r.deadline is not None and now >= r.deadline and not r.finished.is_set() and not r.settled]
+        for run in expired:
+            # The token first, so the body's later writes are refused; then the attempt fails.
+            run.token.set(X_JOB_TIMEOUT, f"{run.claimed.name} passed its timeout of {run.handle.timeout:g}s.")
+            log.warning("jobs.timeout job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
+            from .execute import decide
+
+            outcome = decide(run.handle, run.claimed, CancelToken(), error=run.token.error())
+            try:
+                self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
+            except _DB_ERRORS as exc:
+                self._db_failed("jobs.settle.failed", exc)
+                continue
+            run.settled = True
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        held = [r for r in self.runs.values() if not r.settled]
+        self._last_heartbeat = time.monotonic()
+        if not held:
+            return
+        before = time.monotonic()
+        try:
+            renewed = self.store.job_heartbeat(held=[(r.id, r.claimed.claim) for r in held],
+                                               worker_id=self.worker_id, visibility=self.visibility,
+                                               now=clock.sql_now())
+        except _DB_ERRORS as exc:
+            log.warning("jobs.heartbeat.failed worker=%s held=%s error=%r", self.worker_id, len(held), exc)
+            self._close_connection()
+            after = time.monotonic()
+            for run in held:
+                # Asked on both sides of the call: a whole window with no landed renewal is a lost lease.
+                if before - run.renewed >= self.visibility or after - run.renewed >= self.visibility:
+                    if run.token.set("X_JOB_LEASE_LOST", "No lease renewal landed for a whole visibility window."):
+                        log.error("jobs.lease.lost job_id=%s name=%s queue=%s", run.id, run.claimed.name,
+                                  run.claimed.queue)
+            return
+        for run in held:
+            if run.id in renewed:
+                run.renewed = before
+            elif not run.finished.is_set() and run.token.set(
+                    "X_JOB_LEASE_LOST", "The job was cancelled or reclaimed by another worker."):
+                log.error("jobs.lease.lost job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
+
+    def _rescue(self) -> None:
+        self._last_rescue = time.monotonic()
+        no_dead_letter = [h.name for h in registered_jobs() if not h.retry.dead_letter]
+        try:
+            rescued = self.store.job_rescue(now=clock.sql_now(), no_dead_letter=no_dead_letter)
+        except _DB_ERRORS as exc:
+            self._db_failed("jobs.rescue.failed", exc)
+            return
+        for job_id, name, queue, state in rescued:
+            log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job_id, name, queue, state)
+
+    # -- failures --------------------------------------------------------------------------------
+
+    def _abandon(self) -> None:
+        """The drain deadline passed: settle what finished, leave the rest to their leases."""
+        self._collect()
+        self._settle()
+        abandoned = [str(r.id) for r in self.runs.values() if not r.finished.is_set()]
+        if abandoned:
+            log.error("jobs.worker.drain-abandoned worker=%s abandoned=%s", self.worker_id, ",".join(abandoned))
+
+    def _db_failed(self, event: str, exc: BaseException) -> None:
+        self._pass_failed = True
+        self._backoff = min(max(self._backoff * 2, 0.05), 5.0)
+        log.warning("%s worker=%s error=%r retry_in=%.2fs", event, self.worker_id, exc, self._backoff)
+        self._close_connection()
+
+    def _close_connection(self) -> None:
+        try:
+            connections[self.alias].close()
+        except Exception:  # an already-broken connection may fail to close; the next use re-dials
+            pass
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def stop(self, reason: str = "X_DRAINING") -> None:
+        """Stop claiming at once and cancel every held run with ``reason``; the loop then drains."""
+        if not self._stopping:
+            self._stopping = True
+            self._drain_deadline = time.monotonic() + self.drain_timeout
+            log.info("jobs.worker.draining worker=%s in_flight=%s timeout=%.1fs", self.worker_id, self.in_flight,
+                     self.drain_timeout)
+        for run in list(self.runs.values()):
+            run.token.set(reason)
+        self._stop_event.set()
+        self._wake.set()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("jobs.worker.killed worker=%s signal=%s: second signal, exiting at once", self.worker_id,
+                        signum)
+            os._exit(1)
+        self.stop("X_DRAINING")
+
+    def wake(self, queue: str = "") -> None:
+        if not queue or queue in self.queues:
+            self._wake.set()
+
+    def run(self, *, install_signals: bool = True) -> dict[str, int]:
+        """Run until stopped (or, with ``burst``, until nothing is runnable); answer the run counts."""
+        if install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        self.state = "running"
+        log.info("jobs.worker.started worker=%s queues=%s capacity=%s", self.worker_id, ",".join(self.queues),
+                 self.capacity)
+        if self.store.supports_listen_notify:
+            from .wake import Listener
+
+            self._listener = Listener(self.alias, self.queues, self.wake)
+            self._listener.start()
+        idle_wait = self.poll_interval
+        try:
+            while True:
+                self._wake.clear()
+                self._pass_failed = False
+                started = self.run_once()
+                if self._stopping:
+                    if not self.runs and not self._pending:
+                        break
+                    if self._drain_deadline is not None and time.monotonic() >= self._drain_deadline:
+                        self._abandon()
+                        break
+                if self._pass_failed:
+                    if self._stopping:  # the stop event is set already: sleep out the backoff
+                        time.sleep(min(self._backoff, max(0.0, (self._drain_deadline or 0) - time.monotonic())))
+                    else:
+                        self._stop_event.wait(self._backoff)
+                    continue
+                self._backoff = 0.0
+                if self.burst and not started and not self.runs and not self._pending:
+                    break
+                if not self._done.empty() or (started and self._last_claim_full):
+                    idle_wait = self.poll_interval
+                    continue  # more may be runnable now: no wait
+                if started or self.runs:
+                    idle_wait = self.poll_interval
+                else:
+                    idle_wait = min(idle_wait * 2, self.idle_poll_max)
+                timeout = min(idle_wait, self.heartbeat_interval)
+                if self._stopping and self._drain_deadline is not None:
+                    timeout = max(0.0, min(timeout, self._drain_deadline - time.monotonic()))
+                self._wake.wait(timeout)
+        finally:
+            if self._listener is not None:
+                self._listener.stop()
+            if self._pool is not None:
+                self._pool.shutdown()
+            if self._loop is not None:
+                self._loop.shutdown()
+            self.state = "stopped"
+            log.info("jobs.worker.stopped worker=%s claimed=%s settled=%s interrupted=%s lost=%s", self.worker_id,
+                     self.stats["claimed"], self.stats["settled"], self.stats["interrupted"], self.stats["lost"])
+        return dict(self.stats)
