@@ -43,7 +43,33 @@ TEMPLATES = [{
 }]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-BACKEND = os.environ.get("JOBS_TEST_DB", "postgres")
+
+def _postgres_answers() -> bool:
+    """Probe PostgreSQL once, so ``make test`` can fall back to SQLite with a loud notice."""
+    import psycopg
+
+    url = urlparse(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres")
+    try:
+        psycopg.connect(host=url.hostname or "127.0.0.1", port=url.port or 5432, user=url.username or "postgres",
+                        password=url.password or "", dbname="postgres", connect_timeout=3).close()
+    except psycopg.Error:
+        return False
+    return True
+
+
+BACKEND = os.environ.get("JOBS_TEST_DB")
+if BACKEND is None:
+    BACKEND = "postgres" if _postgres_answers() else "sqlite"
+    if BACKEND == "sqlite":
+        if os.environ.get("REQUIRE_POSTGRES") == "1":
+            raise RuntimeError("REQUIRE_POSTGRES=1 but PostgreSQL does not answer at DATABASE_URL or "
+                               "127.0.0.1:5432; start it or unset REQUIRE_POSTGRES.")
+        import sys
+
+        sys.stderr.write("\n" + "!" * 78 + "\n!! PostgreSQL is not reachable: running the suite on SQLite only.\n"
+                         "!! Set DATABASE_URL or start PostgreSQL; REQUIRE_POSTGRES=1 makes this an error.\n"
+                         + "!" * 78 + "\n\n")
+    os.environ["JOBS_TEST_DB"] = BACKEND
 _joined = os.environ.get("JOBS_TEST_DB_NAME")  # a worker process joining the suite's test database
 
 if BACKEND == "sqlite":

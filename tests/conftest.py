@@ -1,0 +1,128 @@
+"""Shared fixtures: the backend under test, throwaway job declarations, real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from ultimate_jobs import clock
+from ultimate_jobs.declaration import _unregister
+
+ROOT = Path(__file__).resolve().parent.parent
+BACKEND = settings.BACKEND
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"ultimate_jobs test database: {BACKEND}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if BACKEND == "postgres":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (LISTEN/NOTIFY, SKIP LOCKED or EXPLAIN)")
+    for item in items:
+        if item.get_closest_marker("postgres_only"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def declare() -> Iterator[Callable[..., object]]:
+    """``declare(**job_options)(fn)``: a job that exists for one test only."""
+    from ultimate_jobs import job
+
+    names: list[str] = []
+
+    def make(**options: object) -> Callable[[Callable[..., object]], object]:
+        def wrap(fn: Callable[..., object]) -> object:
+            handle = job(**options)(fn)
+            names.append(handle.name)
+            return handle
+
+        return wrap
+
+    yield make
+    for name in names:
+        _unregister(name)
+
+
+@pytest.fixture
+def frozen_clock() -> Iterator[object]:
+    """Freeze ultimate_jobs' clock (and so every SQL ``now``) at the current time."""
+    clock.freeze(clock.now())
+    yield clock
+    clock.freeze(None)
+
+
+class WorkerProcess:
+    """A real ``manage.py jobs_worker`` process against the suite's test database."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.args = args
+        log_dir = Path(os.environ.get("JOBS_TEST_LOGS", "/tmp/ultimate-jobs-test-logs"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "jobs_worker", "--settings", "tests.settings", "-v", "2", *args],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self._log.close()
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def worker_process(transactional_db: None) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start real worker processes that join this test's database; all are killed at teardown."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        full_env = {**os.environ, "JOBS_TEST_DB": BACKEND, "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+                    "PYTHONPATH": str(ROOT), **(env or {})}
+        proc = WorkerProcess(list(args), full_env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05) -> object:
+    """Poll ``predicate`` until it answers something truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {predicate}")
+        time.sleep(interval)
