@@ -1,0 +1,65 @@
+# ultimate_jobs: the developer entry points.
+#
+#   make demo          venv + the example project on SQLite: migrate, enqueue, run the worker, print
+#   make test          venv + the whole suite (PostgreSQL when reachable, else SQLite with a notice)
+#   make test-sqlite   the suite on SQLite only
+#   make lint          ruff + a check that no migration is missing
+#   make bench         the benchmarks in bench/
+#   make clean         remove the venvs, caches and the demo database
+#
+# Variables: PYTHON (python3) creates the venv; VENV (.venv) is where it lives; EXTRA_PIP is
+# installed beside '.[dev]' (e.g. EXTRA_PIP='Django>=6.0,<7'); PYTEST_ARGS go to pytest.
+# Example: make test VENV=.venv312 PYTHON=python3.12 EXTRA_PIP='Django>=6.0,<7' PYTEST_ARGS='-x -q'
+
+PYTHON ?= python3
+VENV ?= .venv
+EXTRA_PIP ?=
+PYTEST_ARGS ?=
+
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Each EXTRA_PIP word is quoted, so specifiers such as Django>=6.0,<7 reach pip intact.
+EXTRA_PIP_ARGS := $(foreach spec,$(EXTRA_PIP),'$(spec)')
+
+.DEFAULT_GOAL := help
+.PHONY: help venv demo test test-sqlite bench lint clean FORCE
+
+help:
+	@sed -n '3,9p' Makefile | sed 's/^# *//'
+
+venv: $(STAMP)
+
+# Reinstall only when pyproject.toml or EXTRA_PIP changed since the last install.
+$(STAMP): pyproject.toml $(VENV)/.extra-pip
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[dev]' $(EXTRA_PIP_ARGS)
+	touch $@
+
+# Rewritten only when EXTRA_PIP differs from the last run's, so the stamp above stays fresh.
+$(VENV)/.extra-pip: FORCE
+	@mkdir -p $(VENV)
+	@printf '%s\n' "$(EXTRA_PIP)" | cmp -s - $@ || printf '%s\n' "$(EXTRA_PIP)" > $@
+
+FORCE:
+
+demo: venv
+	$(PY) manage.py demo
+
+test: venv
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-sqlite: venv
+	JOBS_TEST_DB=sqlite $(PY) -m pytest tests $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) bench/run.py
+
+lint: venv
+	$(PY) -m ruff check --extend-exclude '.venv*' .
+	$(PY) -m django makemigrations --check --dry-run --settings tests.settings
+
+clean:
+	rm -rf $(VENV) .venv .venv312 .tox build dist *.egg-info .pytest_cache .ruff_cache
+	rm -f example_project/db.sqlite3 example_project/db.sqlite3-*
+	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
