@@ -42,6 +42,7 @@ DEFAULT_REDACT_KEYS = (
     "password", "passwd", "secret", "token", "api_key", "apikey",
     "authorization", "cookie", "signature", "credential",
 )
+DEFAULT_VISIBILITY = 30.0
 _LIMIT_KEYS = {"per_tenant", "per_queue", "global", "rate_per_tenant"}
 
 
@@ -54,7 +55,7 @@ class JobsSettings:
     MAX_IN_FLIGHT: int | None = None
     POLL_INTERVAL: float = 0.25
     IDLE_POLL_MAX: float = 2.0
-    VISIBILITY_TIMEOUT: float = 30.0
+    VISIBILITY_TIMEOUT: float = DEFAULT_VISIBILITY
     HEARTBEAT_INTERVAL: float = 10.0
     DRAIN_TIMEOUT: float = 25.0
     LIMITS: Mapping[str, Any] = field(default_factory=dict)
@@ -86,8 +87,8 @@ class JobsSettings:
             if key in raw and raw[key] is not None:
                 values[key] = to_seconds(raw[key], subject=f"ULTIMATE_JOBS[{key!r}]")
         if "HEARTBEAT_INTERVAL" not in values:
-            values["HEARTBEAT_INTERVAL"] = values.get("VISIBILITY_TIMEOUT", cls.VISIBILITY_TIMEOUT) / 3
-        if values["HEARTBEAT_INTERVAL"] >= values.get("VISIBILITY_TIMEOUT", cls.VISIBILITY_TIMEOUT):
+            values["HEARTBEAT_INTERVAL"] = values.get("VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY) / 3
+        if values["HEARTBEAT_INTERVAL"] >= values.get("VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY):
             raise JobsError(X_CONFIG_INVALID, "ULTIMATE_JOBS['HEARTBEAT_INTERVAL'] must be shorter than "
                             "VISIBILITY_TIMEOUT, or every lease lapses between renewals.",
                             "Leave HEARTBEAT_INTERVAL unset (a third of VISIBILITY_TIMEOUT).")

@@ -8,17 +8,25 @@ import time
 import uuid
 
 _lock = threading.Lock()
-_last = 0
+_last_ms = 0
+_seq = 0
 
 
 def uuid7() -> uuid.UUID:
-    """A UUIDv7 whose 48-bit millisecond prefix never goes backwards within this process."""
-    global _last
+    """A UUIDv7 that increases within this process (RFC 9562 method 1: a 12-bit counter in
+    ``rand_a``, seeded randomly each millisecond), so ids sort in creation order."""
+    global _last_ms, _seq
+    rand = int.from_bytes(os.urandom(8), "big")
     with _lock:
-        ms = max(time.time_ns() // 1_000_000, _last)
-        _last = ms
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 68) & 0xFFF) << 64 | (0b10 << 62) | (rand & ((1 << 62) - 1))
+        ms = time.time_ns() // 1_000_000
+        if ms > _last_ms:
+            _last_ms, _seq = ms, (rand >> 53) & 0x7FF  # leave half the counter's room for this millisecond
+        else:
+            _seq += 1
+            if _seq > 0xFFF:  # counter spent: borrow the next millisecond
+                _last_ms, _seq = _last_ms + 1, 0
+        ms, seq = _last_ms, _seq
+    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
     return uuid.UUID(int=value)
 
 

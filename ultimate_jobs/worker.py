@@ -169,6 +169,7 @@ class Worker:
         self.on_pass = on_pass
         self.state = "idle"
         self.runs: dict[UUID, Run] = {}
+        self._abandoned: set[Run] = set()  # timed out and settled, body still running on its thread
         self.stats = {"claimed": 0, "settled": 0, "interrupted": 0, "lost": 0}
         self._done: queue_module.SimpleQueue[Run] = queue_module.SimpleQueue()
         self._pending: list[Run] = []
@@ -206,14 +207,14 @@ class Worker:
 
     @property
     def in_flight(self) -> int:
-        return sum(1 for run in self.runs.values() if not run.finished.is_set())
+        return sum(1 for run in self.runs.values() if not run.finished.is_set()) + len(self._abandoned)
 
     def _names(self) -> list[str]:
         return [handle.name for handle in registered_jobs()]
 
     def _free_slots(self) -> dict[str, int]:
         """Free slots per queue for this pass, split so no queue starves."""
-        free = self.capacity - len(self.runs)
+        free = self.capacity - len(self.runs) - len(self._abandoned)
         if free <= 0:
             return {}
         if isinstance(self.concurrency, dict):
@@ -298,14 +299,18 @@ class Worker:
                 run = self._done.get_nowait()
             except queue_module.Empty:
                 return
-            if run.settled:  # failed by its timeout already; the thread has now returned
-                self.runs.pop(run.id, None)
+            if run in self._abandoned:  # failed by its timeout already; the thread has now returned
+                self._abandoned.discard(run)
                 continue
             if run.outcome is None:
                 self.stats["lost"] += 1
-                self.runs.pop(run.id, None)
+                self._forget(run)
                 continue
             self._pending.append(run)
+
+    def _forget(self, run: Run) -> None:
+        if self.runs.get(run.id) is run:  # a later attempt of the same job may hold the key now
+            del self.runs[run.id]
 
     def _settle(self) -> None:
         if not self._pending:
@@ -320,7 +325,7 @@ class Worker:
         self._pending = []
         for run in batch:
             run.settled = True
-            self.runs.pop(run.id, None)
+            self._forget(run)
             assert run.outcome is not None
             if run.id not in settled:
                 self.stats["lost"] += 1
@@ -349,6 +354,9 @@ class Worker:
                 self._db_failed("jobs.settle.failed", exc)
                 continue
             run.settled = True
+            self.stats["settled"] += 1
+            self._forget(run)
+            self._abandoned.add(run)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -471,7 +479,7 @@ class Worker:
                         self._stop_event.wait(self._backoff)
                     continue
                 self._backoff = 0.0
-                if self.burst and not started and not self.runs and not self._pending:
+                if self.burst and not started and not self.runs and not self._pending and not self._abandoned:
                     break
                 if not self._done.empty() or (started and self._last_claim_full):
                     idle_wait = self.poll_interval

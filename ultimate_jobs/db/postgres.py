@@ -142,7 +142,7 @@ UPDATE ultimate_jobs_job AS j
        finished_at = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE t.now END,
        run_at = t.now, visible_at = NULL, updated_at = t.now
   FROM lapsed, t
- WHERE j.id = lapsed.id AND j.claim = lapsed.claim AND j.state = 'running'
+ WHERE j.id = lapsed.id AND j.claim IS NOT DISTINCT FROM lapsed.claim AND j.state = 'running'
 RETURNING j.id, j.name, j.queue, j.state
 """
 

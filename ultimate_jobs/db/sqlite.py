@@ -86,7 +86,7 @@ JOB_RESCUE: LiteralString = """
 UPDATE ultimate_jobs_job
    SET state = %s, stop_reason = %s, last_error = %s, error_code = 'X_LEASE_LAPSED', finished_at = %s,
        run_at = %s, visible_at = NULL, updated_at = %s
- WHERE id = %s AND claim = %s AND state = 'running'
+ WHERE id = %s AND claim IS %s AND state = 'running'
 """
 
 _TERMINAL = ("done", "failed", "dead", "cancelled")
