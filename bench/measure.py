@@ -1,0 +1,305 @@
+"""The benchmark's measurements: each one runs against a freshly migrated ``bench_uj_*`` database.
+
+Needs Django set up with ``bench.settings`` (``bench/run.py`` does it). Timing rules: a duration is
+``time.perf_counter()`` inside this process; pickup latency compares ``time.time()`` across two
+processes on the same machine. Worker processes are real ``jobs_worker`` commands, started and
+stopped (SIGTERM, then SIGKILL after a grace period) by the PIDs this module spawned.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG_DIR = Path(os.environ.get("BENCH_LOG_DIR", "/tmp/bench-logs"))
+DONE_SQL = "SELECT count(*) FROM ultimate_jobs_job WHERE state = 'done'"
+
+_seq = itertools.count(int.from_bytes(os.urandom(4), "big") * 1_000_000)
+
+
+# -- the database ---------------------------------------------------------------------------------
+
+
+def dsn(db: str) -> str:
+    from django.conf import settings
+
+    conf = settings.DATABASES["default"]
+    return f"postgresql://{conf['USER']}:{conf['PASSWORD']}@{conf['HOST']}:{conf['PORT']}/{db}"
+
+
+def _check_ours(db: str) -> None:
+    if not db.startswith("bench_uj_"):
+        raise ValueError(f"refusing to touch {db!r}: only bench_uj_* databases belong to this benchmark")
+
+
+def recreate_database() -> None:
+    """Drop and create the benchmark database, then migrate it: every measurement starts empty."""
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
+
+    db = settings.DATABASES["default"]["NAME"]
+    _check_ours(db)
+    connections.close_all()
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{db}"')
+    call_command("migrate", verbosity=0)
+
+
+def drop_database() -> None:
+    from django.conf import settings
+    from django.db import connections
+
+    db = settings.DATABASES["default"]["NAME"]
+    _check_ours(db)
+    connections.close_all()
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def server_version() -> str:
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        return str(conn.execute("SHOW server_version").fetchone()[0])
+
+
+# -- enqueueing -------------------------------------------------------------------------------------
+
+
+def enqueue_one(i: int) -> None:
+    """One ``noop.enqueue`` in autocommit: the direct path, a new idempotency key every call."""
+    from bench.jobs import noop
+
+    noop.enqueue(i=i, seq=next(_seq))
+
+
+def enqueue_many(n: int) -> None:
+    """``noop.enqueue_many`` of ``n`` plain no-ops, in calls of at most 10,000 (the API's cap)."""
+    from bench.jobs import noop
+
+    for start in range(0, n, 10_000):
+        noop.enqueue_many([{"i": -1, "seq": next(_seq)} for _ in range(min(10_000, n - start))])
+
+
+def measure_single(n: int = 2000, warmup: int = 20) -> dict[str, float]:
+    """``n`` single enqueues, one commit each, after ``warmup`` untimed ones; answer jobs/s."""
+    for _ in range(warmup):
+        enqueue_one(-1)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        enqueue_one(-1)
+    return {"single_jobs_per_s": n / (time.perf_counter() - t0)}
+
+
+def measure_bulk() -> dict[str, float]:
+    """One ``enqueue_many`` of 1,000 (ms), then one of 10,000 (jobs/s); the connection is warmed first."""
+    enqueue_one(-1)
+    t0 = time.perf_counter()
+    enqueue_many(1000)
+    t1 = time.perf_counter()
+    enqueue_many(10_000)
+    t2 = time.perf_counter()
+    return {"bulk_1k_ms": (t1 - t0) * 1000, "bulk_10k_jobs_per_s": 10_000 / (t2 - t1)}
+
+
+# -- worker processes -----------------------------------------------------------------------------
+
+
+def worker_argv(concurrency: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "django",
+        "jobs_worker",
+        "--settings",
+        "bench.settings",
+        "--queues",
+        "default",
+        "--concurrency",
+        str(concurrency),
+        "--roles",
+        "worker",
+    ]
+
+
+def spawn_worker(
+    concurrency: int, log_name: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    from django.conf import settings
+
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    full_env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "BENCH_UJ_DB": settings.DATABASES["default"]["NAME"],
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        **(env or {}),
+    }
+    with open(LOG_DIR / log_name, "ab") as log:
+        return subprocess.Popen(
+            worker_argv(concurrency), env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT)
+        )
+
+
+def _family(pid: int) -> list[psutil.Process]:
+    try:
+        proc = psutil.Process(pid)
+        return [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of one worker process and any children it started."""
+    total = 0
+    for proc in _family(pid):
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def stop_workers(workers: list[subprocess.Popen[bytes]], grace: float = 10.0) -> None:
+    """SIGTERM the workers this process spawned (by PID), then SIGKILL whatever outlives ``grace``."""
+    members = [p for w in workers for p in _family(w.pid)]
+    for proc in members:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(members, timeout=grace)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    for worker in workers:
+        try:
+            worker.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+@contextmanager
+def running_workers(
+    procs: int, concurrency: int, log_name: str, env: dict[str, str] | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    workers = [spawn_worker(concurrency, log_name, env) for _ in range(procs)]
+    try:
+        yield workers
+    finally:
+        stop_workers(workers)
+
+
+# -- drain ------------------------------------------------------------------------------------------
+
+
+def measure_drain(
+    procs: int, n: int = 10_000, concurrency: int = 10, timeout: float = 600.0, poll: float = 0.05
+) -> dict[str, float]:
+    """Pre-enqueue ``n`` no-ops (untimed), start ``procs`` workers and poll until all ``n`` are done.
+
+    ``drain_<procs>p_jobs_per_s`` counts from the workers' spawn (start-up included); ``..._steady``
+    from the first completed job seen; ``rss_<procs>p_mib`` is the highest per-worker peak RSS.
+    """
+    from django.conf import settings
+    from django.db import connections
+
+    enqueue_many(n)
+    connections.close_all()  # the workers' connections are the only ones held during the drain
+    peaks = [0] * procs
+    t_first = None
+    done_first = done = 0
+    last_rss = 0.0
+    with psycopg.connect(dsn(settings.DATABASES["default"]["NAME"]), autocommit=True) as conn:
+        t_spawn = time.perf_counter()
+        with running_workers(procs, concurrency, f"uj-bench-drain-{procs}p.log") as workers:
+            while True:
+                done = conn.execute(DONE_SQL).fetchone()[0]
+                now = time.perf_counter()
+                if t_first is None and done:
+                    t_first, done_first = now, done
+                if now - last_rss >= 0.25 or done >= n:
+                    last_rss = now
+                    peaks = [max(peak, rss_bytes(w.pid)) for peak, w in zip(peaks, workers, strict=True)]
+                if done >= n:
+                    break
+                if now - t_spawn > timeout or all(w.poll() is not None for w in workers):
+                    raise RuntimeError(f"drain with {procs} worker(s) stalled at {done}/{n} done")
+                time.sleep(poll)
+    key = f"drain_{procs}p"
+    out = {f"{key}_jobs_per_s": n / (now - t_spawn), f"rss_{procs}p_mib": max(peaks) / 2**20}
+    if t_first is not None and now > t_first:
+        out[f"{key}_steady_jobs_per_s"] = (done - done_first) / (now - t_first)
+    return out
+
+
+# -- pickup latency ---------------------------------------------------------------------------------
+
+
+def _receive(sock: socket.socket, want: int, timeout: float) -> float | None:
+    """The start time the job ``want`` reported, or ``None`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            data = sock.recv(256)
+        except TimeoutError:
+            return None
+        got, started = data.decode().split()
+        if int(got) == want:
+            return float(started)
+    return None
+
+
+def nearest_rank(sorted_values: list[float], q: float) -> float:
+    return sorted_values[max(0, round(q * len(sorted_values)) - 1)]
+
+
+def measure_latency(
+    samples: int = 50, gap: tuple[float, float] = (0.1, 0.5), warmup: int = 3
+) -> dict[str, float]:
+    """One idle worker; ``samples`` single enqueues spaced ``gap`` seconds apart at random.
+
+    A sample is the job's first line (its ``time.time()``, over UDP) minus the moment the enqueue
+    call returned (the commit acknowledged). Answers the median and the nearest-rank p95, in ms.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        env = {"BENCH_UDP_PORT": str(sock.getsockname()[1])}
+        with running_workers(1, 10, "uj-bench-latency.log", env):
+            for k in range(warmup):  # the first also waits out the worker's start-up
+                enqueue_one(1_000_000 + k)
+                if _receive(sock, 1_000_000 + k, 120.0 if k == 0 else 30.0) is None:
+                    raise RuntimeError("the worker never ran a warm-up job")
+            lats: list[float] = []
+            for i in range(samples):
+                time.sleep(random.uniform(*gap))
+                enqueue_one(i)
+                returned = time.time()
+                started = _receive(sock, i, 30.0)
+                if started is not None:
+                    lats.append((started - returned) * 1000)
+    lats.sort()
+    if not lats:
+        raise RuntimeError("no latency sample arrived")
+    return {
+        "latency_median_ms": statistics.median(lats),
+        "latency_p95_ms": nearest_rank(lats, 0.95),
+        "latency_missed": samples - len(lats),
+    }
