@@ -242,7 +242,6 @@ class JobHandle:
         Raise ``X_JOB_INPUT_INVALID`` for a missing, unknown or unencodable argument.
         """
         from . import jsoncodec
-        from .conf import get_settings
 
         if isinstance(raw, str | bytes):
             try:
@@ -251,12 +250,19 @@ class JobHandle:
                 raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: the input is not JSON ({exc}).") from None
         if not isinstance(raw, Mapping):
             raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: the input must be a mapping of keyword arguments.")
-        self.check_arguments(raw)
+        return jsoncodec.loads(self.encode_input(raw))
+
+    def encode_input(self, values: Mapping[str, Any]) -> str:
+        """The stored JSON text of one input; raise ``X_JOB_INPUT_INVALID`` when it does not fit."""
+        from . import jsoncodec
+        from .conf import get_settings
+
+        self.check_arguments(values)
         try:
-            text = jsoncodec.dumps(dict(raw), max_bytes=get_settings().MAX_PAYLOAD_BYTES, what=f"{self.name} input")
+            return jsoncodec.dumps(dict(values), max_bytes=get_settings().MAX_PAYLOAD_BYTES,
+                                   what=f"{self.name} input")
         except jsoncodec.NotJSON as exc:
             raise JobsError(X_JOB_INPUT_INVALID, f"{exc}.") from None
-        return jsoncodec.loads(text)
 
     def check_arguments(self, values: Mapping[str, Any]) -> None:
         """Refuse a missing or unknown argument (``X_JOB_INPUT_INVALID``); the signature is the schema."""

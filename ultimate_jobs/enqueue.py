@@ -8,9 +8,10 @@ then go to the store in one statement per 1,000.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -37,6 +38,8 @@ log = logging.getLogger("ultimate_jobs")
 
 MAX_ENQUEUE_BATCH = 10_000
 STATEMENT_ROWS = 1_000
+WAKE_EVERY = 0.25  # seconds: at most one wake per queue per process in this window
+_last_wake: dict[str, float] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +70,10 @@ class JobRow:
     run_at: datetime | None
     concurrency_key: str | None
     traceparent: str | None
+    dedupe_key: tuple[str, str, str] = field(init=False, compare=False)
 
-    @property
-    def dedupe_key(self) -> tuple[str, str, str]:
-        return (self.name, self.tenant_id or "", self.idempotency_key)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dedupe_key", (self.name, self.tenant_id or "", self.idempotency_key))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,7 +151,7 @@ class EnqueueOptions:
 
     def row(self, values: Mapping[str, Any]) -> JobRow:
         handle = self.handle
-        stored = handle.parse(values)
+        payload = handle.encode_input(values)
         key = handle.idempotency_key_for(**values)
         own_tenant = handle.tenant_for(**values)
         claimed = self.tenant_id if self.tenant_id is not None else self.enqueuer_tenant
@@ -159,10 +162,8 @@ class EnqueueOptions:
             raise JobsError(X_JOB_TENANT_MISMATCH, f"{handle.name}: the enqueue names tenant {claimed!r} but the "
                             f"input belongs to {own_tenant!r}.")
         tenant = claimed if claimed is not None else own_tenant
-        from . import jsoncodec
-
         return JobRow(id=uuid7(), run_id=self.run_id or uuid7(), name=handle.name, queue=self.queue,
-                      priority=self.priority, payload=jsoncodec.dumps(stored), idempotency_key=key,
+                      priority=self.priority, payload=payload, idempotency_key=key,
                       tenant_id=tenant, enqueued_by=self.enqueued_by, max_attempts=handle.retry.attempts,
                       delay=self.delay, run_at=self.run_at, concurrency_key=handle.concurrency_key_for(**values),
                       traceparent=None)
@@ -182,7 +183,8 @@ def submit(rows: list[JobRow], *, database: str | None = None) -> list[EnqueueRe
     written: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
     for start in range(0, len(unique), STATEMENT_ROWS):
         chunk = unique[start:start + STATEMENT_ROWS]
-        for row, answer in zip(chunk, store.job_insert_many(rows=chunk, now=clock.sql_now()), strict=True):
+        answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=_wake_due(chunk))
+        for row, answer in zip(chunk, answers, strict=True):
             written[row.dedupe_key] = answer
     results = []
     for index, row in enumerate(rows):
@@ -192,8 +194,15 @@ def submit(rows: list[JobRow], *, database: str | None = None) -> list[EnqueueRe
     return results
 
 
-def run_at_for(delay: float, run_at: datetime | None, now: datetime) -> datetime:
-    """Python-side run_at, for stores that cannot ask the database's clock."""
-    if run_at is not None:
-        return run_at
-    return now + timedelta(seconds=delay)
+def _wake_due(rows: list[JobRow]) -> list[str]:
+    """Queues whose idle workers this write should wake: each at most once per ``WAKE_EVERY``.
+
+    A wake whose transaction rolls back is lost with it; the workers' poll covers that.
+    """
+    now = time.monotonic()
+    due = []
+    for queue in {row.queue for row in rows}:
+        if now - _last_wake.get(queue, -WAKE_EVERY) >= WAKE_EVERY:
+            _last_wake[queue] = now
+            due.append(queue)
+    return due

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import os
+import random
 import threading
 import time
 import uuid
 
+# Python reseeds this generator in a forked child, so forked workers never share a sequence.
+_random = random.Random()
 _lock = threading.Lock()
 _last_ms = 0
 _seq = 0
@@ -16,7 +18,7 @@ def uuid7() -> uuid.UUID:
     """A UUIDv7 that increases within this process (RFC 9562 method 1: a 12-bit counter in
     ``rand_a``, seeded randomly each millisecond), so ids sort in creation order."""
     global _last_ms, _seq
-    rand = int.from_bytes(os.urandom(8), "big")
+    rand = _random.getrandbits(64)
     with _lock:
         ms = time.time_ns() // 1_000_000
         if ms > _last_ms:

@@ -53,6 +53,7 @@ log = logging.getLogger("ultimate_jobs")
 
 _DB_ERRORS = (OperationalError, InterfaceError, DatabaseError)
 RESCUE_INTERVAL = 1.0
+SETTLE_LINGER = 0.002  # seconds a pass waits for more runs to finish before it settles
 
 
 @dataclass(slots=True, eq=False)
@@ -193,14 +194,13 @@ class Worker:
     def run_once(self) -> list[Run]:
         """One pass: settle what finished, renew leases, hand back lapsed ones, claim. Answer the runs started."""
         self._collect()
-        self._settle()
         self._expire_timeouts()
         now = time.monotonic()
         if now - self._last_heartbeat >= self.heartbeat_interval:
             self._heartbeat()
         if now - self._last_rescue >= RESCUE_INTERVAL:
             self._rescue()
-        started = [] if self._stopping else self._claim()
+        started = self._settle_and_claim()
         if self.on_pass is not None:
             self.on_pass(self, started)
         return started
@@ -209,17 +209,22 @@ class Worker:
     def in_flight(self) -> int:
         return sum(1 for run in self.runs.values() if not run.finished.is_set()) + len(self._abandoned)
 
+    def _free_capacity(self) -> int:
+        return self.capacity - len(self.runs) - len(self._abandoned)
+
     def _names(self) -> list[str]:
         return [handle.name for handle in registered_jobs()]
 
     def _free_slots(self) -> dict[str, int]:
         """Free slots per queue for this pass, split so no queue starves."""
-        free = self.capacity - len(self.runs) - len(self._abandoned)
+        settling = set(map(id, self._pending))  # settled in this pass's transaction: their slots are free
+        held = [run for run in self.runs.values() if id(run) not in settling]
+        free = self.capacity - len(held) - len(self._abandoned)
         if free <= 0:
             return {}
         if isinstance(self.concurrency, dict):
             busy: dict[str, int] = {}
-            for run in self.runs.values():
+            for run in held:
                 busy[run.claimed.queue] = busy.get(run.claimed.queue, 0) + 1
             slots = {q: max(0, self.concurrency[q] - busy.get(q, 0)) for q in self.queues}
         else:
@@ -237,23 +242,24 @@ class Worker:
             total -= cut
         return {q: n for q, n in slots.items() if n > 0}
 
-    def _claim(self) -> list[Run]:
+    def _settle_and_claim(self) -> list[Run]:
+        """Settle what finished and claim into the free slots, in one transaction (one commit)."""
         names = self._names()
-        started: list[Run] = []
-        if not names:
-            return started
-        self._last_claim_full = False
-        for queue, limit in self._free_slots().items():
-            try:
-                claimed = self.store.job_claim(queue=queue, names=names, limit=limit, worker_id=self.worker_id,
-                                               visibility=self.visibility, now=clock.sql_now())
-            except _DB_ERRORS as exc:
-                self._db_failed("jobs.claim.failed", exc)
-                return started
-            if len(claimed) == limit:
-                self._last_claim_full = True
-            for row in claimed:
-                started.append(self._start(row))
+        claims = {} if self._stopping or not names else self._free_slots()
+        if not claims and not self._pending:
+            return []
+        batch = self._pending
+        try:
+            settled, claimed = self.store.job_settle_and_claim(
+                settlements=[r.outcome for r in batch if r.outcome is not None], claims=claims, names=names,
+                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now())
+        except _DB_ERRORS as exc:
+            self._db_failed("jobs.claim.failed", exc)
+            return []  # the settlements stay pending: the fenced statement is safe to send again
+        self._pending = []
+        self._record_settled(batch, settled)
+        self._last_claim_full = any(len(claimed.get(q, ())) == n for q, n in claims.items())
+        started = [self._start(row) for rows in claimed.values() for row in rows]
         self.stats["claimed"] += len(started)
         return started
 
@@ -313,16 +319,21 @@ class Worker:
             del self.runs[run.id]
 
     def _settle(self) -> None:
+        """Settle what finished without claiming (the drain's last passes)."""
         if not self._pending:
             return
         batch = self._pending
         try:
-            settled = self.store.job_settle_many(settlements=[r.outcome for r in batch if r.outcome is not None],
-                                                 now=clock.sql_now())
+            settled, _ = self.store.job_settle_and_claim(
+                settlements=[r.outcome for r in batch if r.outcome is not None], claims={}, names=[],
+                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now())
         except _DB_ERRORS as exc:
             self._db_failed("jobs.settle.failed", exc)
             return  # kept pending: the fenced statement is safe to send again
         self._pending = []
+        self._record_settled(batch, settled)
+
+    def _record_settled(self, batch: list[Run], settled: set[UUID]) -> None:
         for run in batch:
             run.settled = True
             self._forget(run)
@@ -400,6 +411,22 @@ class Worker:
             log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job_id, name, queue, state)
 
     # -- failures --------------------------------------------------------------------------------
+
+    def _linger(self) -> None:
+        """Some runs finished: wait up to ``SETTLE_LINGER`` for the rest, so one commit settles many.
+
+        Short bodies finish within microseconds of each other; settling each as it lands would
+        spend a commit (an fsync) per job. Long bodies end the wait at once (nothing else is close).
+        """
+        deadline = time.monotonic() + SETTLE_LINGER
+        while not self._stopping:
+            unfinished = sum(1 for run in self.runs.values() if not run.finished.is_set())
+            remaining = deadline - time.monotonic()
+            if not unfinished or remaining <= 0:
+                return
+            self._wake.clear()
+            if not self._wake.wait(remaining):
+                return
 
     def _abandon(self) -> None:
         """The drain deadline passed: settle what finished, leave the rest to their leases."""
@@ -481,7 +508,11 @@ class Worker:
                 self._backoff = 0.0
                 if self.burst and not started and not self.runs and not self._pending and not self._abandoned:
                     break
-                if not self._done.empty() or (started and self._last_claim_full):
+                if not self._done.empty():
+                    idle_wait = self.poll_interval
+                    self._linger()
+                    continue
+                if started and self._last_claim_full and self._free_capacity() > 0:
                     idle_wait = self.poll_interval
                     continue  # more may be runnable now: no wait
                 if started or self.runs:

@@ -3,12 +3,14 @@
 Raw SQL only where the ORM cannot say it: the claim CTE with ``FOR UPDATE SKIP LOCKED``,
 ``ON CONFLICT`` on the live-key index expression, batched settles over ``unnest`` arrays and
 ``LISTEN/NOTIFY``. Each constant carries its method's name. Every deadline is computed from
-``coalesce(%(now)s, now())``: NULL in production, so the database clock decides.
+``coalesce(%(now)s, now())``: NULL in production, so the database clock decides. Arrays are
+sent in binary (``%(name)b``): no text quoting of thousands of elements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 from uuid import UUID
@@ -35,18 +37,40 @@ ins AS (
            v.payload::jsonb, v.idempotency_key, v.tenant_id, v.enqueued_by, 0, v.max_attempts,
            coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent,
            t.now, t.now
-      FROM t, unnest(%(id)s::uuid[], %(run_id)s::uuid[], %(name)s::text[], %(queue)s::text[],
-                     %(priority)s::int[], %(payload)s::text[], %(idempotency_key)s::text[],
-                     %(tenant_id)s::text[], %(enqueued_by)s::text[], %(max_attempts)s::int[],
-                     %(delay)s::float8[], %(run_at)s::timestamptz[], %(concurrency_key)s::text[],
-                     %(traceparent)s::text[])
+      FROM t, unnest(%(id)b::uuid[], %(run_id)b::uuid[], %(name)b::text[], %(queue)b::text[],
+                     %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
+                     %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
+                     %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
+                     %(traceparent)b::text[])
            AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
                 max_attempts, delay, run_at, concurrency_key, traceparent)
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
        WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
     RETURNING j.id, j.queue),
 woken AS (SELECT pg_notify('ultimate_jobs', q.queue) FROM (SELECT DISTINCT queue FROM ins) AS q
-           WHERE q.queue = ANY(%(notify)s::text[]))
+           WHERE q.queue = ANY(%(notify)b::text[]))
+SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
+"""
+
+JOB_INSERT_ONE: LiteralString = """
+-- The one-row form of JOB_INSERT_MANY (a single enqueue): the same conflict target, no arrays
+-- to build and unpack on the hot path.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+ins AS (
+    INSERT INTO ultimate_jobs_job AS j (
+        id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
+        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+    SELECT %(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s,
+           CASE WHEN coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second') > t.now
+                THEN 'delayed' ELSE 'ready' END,
+           %(payload)s::jsonb, %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s,
+           coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second'), %(concurrency_key)s,
+           %(traceparent)s, t.now, t.now
+      FROM t
+    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+       WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
+    RETURNING j.id, j.queue),
+woken AS (SELECT pg_notify('ultimate_jobs', ins.queue) FROM ins WHERE %(notify)s)
 SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
 """
 
@@ -54,7 +78,7 @@ JOB_LIVE_BY_KEY: LiteralString = """
 -- The live row holding each dedupe key: the same columns and states as the live-key index.
 SELECT j.id, j.run_id, j.name, coalesce(j.tenant_id, ''), j.idempotency_key
   FROM ultimate_jobs_job AS j
-  JOIN unnest(%(name)s::text[], %(tenant)s::text[], %(key)s::text[]) AS k(name, tenant, key)
+  JOIN unnest(%(name)b::text[], %(tenant)b::text[], %(key)b::text[]) AS k(name, tenant, key)
     ON j.name = k.name AND coalesce(j.tenant_id, '') = k.tenant AND j.idempotency_key = k.key
  WHERE j.state IN ('ready', 'delayed', 'running', 'suspended')
 """
@@ -67,7 +91,7 @@ WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 picked AS (
     SELECT c.id FROM ultimate_jobs_job AS c, t
      WHERE c.queue = %(queue)s AND c.state IN ('ready', 'delayed', 'suspended') AND c.run_at <= t.now
-       AND c.name = ANY(%(names)s::text[])
+       AND c.name = ANY(%(names)b::text[])
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause AS p WHERE p.queue = %(queue)s)
      ORDER BY c.priority, c.run_at, c.id
      LIMIT %(limit)s
@@ -101,9 +125,9 @@ UPDATE ultimate_jobs_job AS j
        visible_at = NULL,
        finished_at = CASE WHEN v.state IN ('done', 'failed', 'dead', 'cancelled') THEN t.now END,
        updated_at = t.now
-  FROM t, unnest(%(id)s::uuid[], %(claim)s::uuid[], %(state)s::text[], %(result)s::text[],
-                 %(last_error)s::text[], %(error_code)s::text[], %(stop_reason)s::text[], %(delay)s::float8[],
-                 %(uncount)s::int[])
+  FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[], %(state)b::text[], %(result)b::text[],
+                 %(last_error)b::text[], %(error_code)b::text[], %(stop_reason)b::text[], %(delay)b::float8[],
+                 %(uncount)b::int[])
        AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount)
  WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running'
 RETURNING j.id
@@ -115,7 +139,7 @@ JOB_HEARTBEAT: LiteralString = """
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
 UPDATE ultimate_jobs_job AS j
    SET visible_at = t.now + %(visibility)s * interval '1 second', updated_at = t.now
-  FROM t, unnest(%(id)s::uuid[], %(claim)s::uuid[]) AS v(id, claim)
+  FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[]) AS v(id, claim)
  WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' AND j.claimed_by = %(worker_id)s
 RETURNING j.id
 """
@@ -132,7 +156,7 @@ lapsed AS (
        FOR UPDATE OF l SKIP LOCKED)
 UPDATE ultimate_jobs_job AS j
    SET state = CASE WHEN j.attempt < j.max_attempts THEN 'ready'
-                    WHEN j.name = ANY(%(no_dead_letter)s::text[]) THEN 'failed' ELSE 'dead' END,
+                    WHEN j.name = ANY(%(no_dead_letter)b::text[]) THEN 'failed' ELSE 'dead' END,
        stop_reason = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE 'lease-lapsed' END,
        last_error = CASE WHEN j.attempt < j.max_attempts
                          THEN 'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'
@@ -161,8 +185,33 @@ def _columns(rows: Sequence[JobRow]) -> dict[str, list[Any]]:
     }
 
 
+def _settlement_columns(s: Sequence[Settlement], now: datetime | None) -> dict[str, Any]:
+    return {
+        "id": [x.id for x in s], "claim": [x.claim for x in s], "state": [x.state for x in s],
+        "result": [x.result for x in s], "last_error": [x.last_error for x in s],
+        "error_code": [x.error_code for x in s], "stop_reason": [x.stop_reason for x in s],
+        "delay": [x.delay for x in s], "uncount": [1 if x.uncount else 0 for x in s], "now": now,
+    }
+
+
+def _one(row: JobRow) -> dict[str, Any]:
+    return {
+        "id": row.id, "run_id": row.run_id, "name": row.name, "queue": row.queue, "priority": row.priority,
+        "payload": row.payload, "idempotency_key": row.idempotency_key, "tenant_id": row.tenant_id,
+        "enqueued_by": row.enqueued_by, "max_attempts": row.max_attempts, "delay": row.delay, "run_at": row.run_at,
+        "concurrency_key": row.concurrency_key, "traceparent": row.traceparent,
+    }
+
+
 class PostgresStore:
-    """The store over a Django PostgreSQL connection alias."""
+    """The store over a Django PostgreSQL connection alias.
+
+    Statements go through a psycopg ``Cursor`` on the Django connection itself (same session,
+    same transaction, so an enqueue inside ``atomic()`` commits or rolls back with the caller):
+    server-side binding sends parameters in binary and lets psycopg prepare the hot statements,
+    which Django's default client-side cursor does not. Errors are re-raised as Django's.
+    ``OPTIONS={"prepare_threshold": None}`` turns preparing off (PgBouncer before 1.21).
+    """
 
     supports_listen_notify = True
 
@@ -172,8 +221,15 @@ class PostgresStore:
         self.alias = alias
         self._connections = connections
 
-    def _cursor(self) -> Any:
-        return self._connections[self.alias].cursor()
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        import psycopg
+
+        wrapper = self._connections[self.alias]
+        with wrapper.wrap_database_errors:
+            wrapper.ensure_connection()
+            with psycopg.Cursor(wrapper.connection) as cursor:
+                yield cursor
 
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
                         notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]:
@@ -182,7 +238,11 @@ class PostgresStore:
         pending = list(rows)
         with self._cursor() as cursor:
             for _ in range(5):
-                cursor.execute(JOB_INSERT_MANY, {**_columns(pending), "now": now, "notify": list(notify)})
+                if len(pending) == 1:
+                    cursor.execute(JOB_INSERT_ONE, {**_one(pending[0]), "now": now,
+                                                    "notify": pending[0].queue in notify})
+                else:
+                    cursor.execute(JOB_INSERT_MANY, {**_columns(pending), "now": now, "notify": list(notify)})
                 inserted = {row[0] for row in cursor.fetchall()}
                 missing = [r for r in pending if r.id not in inserted]
                 for r in pending:
@@ -209,14 +269,33 @@ class PostgresStore:
             return [ClaimedJob(*row) for row in cursor.fetchall()]
 
     def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
-        s = settlements
         with self._cursor() as cursor:
-            cursor.execute(JOB_SETTLE_MANY, {
-                "id": [x.id for x in s], "claim": [x.claim for x in s], "state": [x.state for x in s],
-                "result": [x.result for x in s], "last_error": [x.last_error for x in s],
-                "error_code": [x.error_code for x in s], "stop_reason": [x.stop_reason for x in s],
-                "delay": [x.delay for x in s], "uncount": [1 if x.uncount else 0 for x in s], "now": now})
+            cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now))
             return {row[0] for row in cursor.fetchall()}
+
+    def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
+                             names: Sequence[str], worker_id: str, visibility: float,
+                             now: datetime | None) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+        """Settle finished attempts and claim per queue in one transaction, pipelined: one round trip
+        and one commit for the whole pass."""
+        import psycopg
+
+        wrapper = self._connections[self.alias]
+        with wrapper.wrap_database_errors:
+            wrapper.ensure_connection()
+            conn = wrapper.connection
+            settle_cursor = psycopg.Cursor(conn) if settlements else None
+            claim_cursors: dict[str, Any] = {}
+            with conn.pipeline(), conn.transaction():
+                if settle_cursor is not None:
+                    settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now))
+                for queue, limit in claims.items():
+                    cursor = claim_cursors[queue] = psycopg.Cursor(conn)
+                    cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
+                                               "worker_id": worker_id, "visibility": visibility, "now": now})
+            settled = {row[0] for row in settle_cursor.fetchall()} if settle_cursor is not None else set()
+            claimed = {q: [ClaimedJob(*row) for row in c.fetchall()] for q, c in claim_cursors.items()}
+        return settled, claimed
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]:

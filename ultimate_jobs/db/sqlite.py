@@ -179,6 +179,16 @@ class SqliteStore:
                     settled.add(s.id)
         return settled
 
+    def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
+                             names: Sequence[str], worker_id: str, visibility: float,
+                             now: datetime | None) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+        """Settle, then claim per queue, in one transaction."""
+        with self._atomic():
+            settled = self.job_settle_many(settlements=settlements, now=now) if settlements else set()
+            claimed = {queue: self.job_claim(queue=queue, names=names, limit=limit, worker_id=worker_id,
+                                             visibility=visibility, now=now) for queue, limit in claims.items()}
+        return settled, claimed
+
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]:
         when = now or clock.now()

@@ -61,6 +61,10 @@ class Store(Protocol):
 
     def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]: ...
 
+    def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
+                             names: Sequence[str], worker_id: str, visibility: float,
+                             now: datetime | None) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]: ...
+
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]: ...
 
