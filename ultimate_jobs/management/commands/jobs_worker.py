@@ -41,12 +41,13 @@ def _roles(text: str) -> list[str]:
 
 class Command(BaseCommand):
     help = "Run a jobs worker: claim, run and settle jobs until SIGTERM drains it."
+    _default_roles = list(ROLES)
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--queues", help="Comma-separated queues (default: the QUEUES setting).")
         parser.add_argument("--concurrency", help="Slots: a number shared by the queues, or a=4,b=2 per queue.")
         parser.add_argument("--max-in-flight", type=_positive_int, help="Cap on this process's runs in flight.")
-        parser.add_argument("--roles", type=_roles, default=list(ROLES),
+        parser.add_argument("--roles", type=_roles, default=self._default_roles,
                             help="Comma-separated roles: worker,scheduler,relay (default: all three).")
         parser.add_argument("--burst", action="store_true", help="Exit once nothing is runnable or in flight.")
         parser.add_argument("--drain-timeout", type=_duration, help="How long SIGTERM waits for runs (25s).")
@@ -60,16 +61,28 @@ class Command(BaseCommand):
             logger = logging.getLogger("ultimate_jobs")
             logger.addHandler(handler)
             logger.setLevel(logging.INFO if options["verbosity"] >= 2 else logging.WARNING)
+        from ...services import BackgroundRoles, available_roles
+
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()] if options["queues"] else None
-        if "worker" not in options["roles"]:
-            raise CommandError("jobs_worker needs the worker role; the scheduler and relay roles run beside it.")
+        roles = options["roles"]
+        if "worker" not in roles:
+            raise CommandError("jobs_worker needs the worker role; run jobs_relay or jobs_scheduler for one role.")
+        explicit = options["roles"] is not self._default_roles
+        missing = [r for r in roles if r != "worker" and r not in available_roles()]
+        if missing and explicit:
+            raise CommandError(f"role(s) {', '.join(missing)} are not available in this version.")
         try:
             worker = Worker(queues=queues, concurrency=options["concurrency"],
                             max_in_flight=options["max_in_flight"], burst=options["burst"],
                             drain_timeout=options["drain_timeout"])
         except (JobsError, ValueError) as err:
             raise CommandError(str(err)) from None
-        stats = worker.run()
+        background = BackgroundRoles([r for r in roles if r != "worker" and r not in missing])
+        background.start()
+        try:
+            stats = worker.run()
+        finally:
+            background.stop()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker stopped: claimed={stats['claimed']} settled={stats['settled']} "
                               f"interrupted={stats['interrupted']} lost={stats['lost']}")
