@@ -104,3 +104,35 @@ def bad_result(ctx, *, key: str) -> object:
 @job(name="tests.other_queue", idempotency_key="{key}", tenant=NO_TENANT, queue="other")
 def other_queue(ctx, *, key: str) -> str:
     return key
+
+
+# -- tests/process: jobs run by real worker processes -----------------------------------------------
+
+
+@job(name="tests.async_pid", idempotency_key="async-pid:{key}", tenant=NO_TENANT)
+async def async_pid(ctx, *, key: str, seconds: float = 0.0) -> dict:
+    """An ``async def`` body: awaits ``seconds``, answers where and when it ran (for overlap checks)."""
+    started = time.time()
+    await asyncio.sleep(seconds)
+    return {"key": key, "pid": os.getpid(), "started": started, "finished": time.time(),
+            "attempt": ctx.attempt}
+
+
+@job(name="tests.record_once", idempotency_key="record-once:{key}", tenant=NO_TENANT, retry=1)
+def record_once(ctx, *, key: str) -> str:
+    """Like ``tests.record`` with a single attempt: any failed attempt dead-letters it."""
+    Effect.objects.create(key=key, job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return key
+
+
+if os.environ.get("JOBS_TEST_DEPLOY_EXTRA") == "1":
+    # A second deployment: registered only in worker processes started with JOBS_TEST_DEPLOY_EXTRA=1,
+    # so the suite's other workers (and the test process) do not have this job's code.
+
+    @job(name="tests.extra.slow_no_dead_letter", idempotency_key="extra-ndl:{key}", tenant=NO_TENANT,
+         retry=Retry(attempts=1, dead_letter=False))
+    def extra_slow_no_dead_letter(ctx, *, key: str, seconds: float) -> str:
+        Effect.objects.create(key=f"start:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+        if ctx.cancelled.wait(seconds):
+            ctx.cancelled.check()
+        return key
