@@ -54,6 +54,24 @@ def declare() -> Iterator[Callable[..., object]]:
         _unregister(name)
 
 
+@pytest.fixture(autouse=True)
+def _close_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Close every in-process Worker a test built, so no body thread keeps a connection open."""
+    from ultimate_jobs import worker as worker_module
+
+    built: list[worker_module.Worker] = []
+    original = worker_module.Worker.__init__
+
+    def tracking_init(self: worker_module.Worker, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        built.append(self)
+
+    monkeypatch.setattr(worker_module.Worker, "__init__", tracking_init)
+    yield
+    for worker in built:
+        worker.close(wait=5.0)
+
+
 @pytest.fixture
 def frozen_clock() -> Iterator[object]:
     """Freeze ultimate_jobs' clock (and so every SQL ``now``) at the current time."""

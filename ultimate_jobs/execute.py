@@ -85,8 +85,8 @@ def decide(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *, result
         except jsoncodec.NotJSON as exc:
             return _stop(handle, claimed, f"{exc}", X_JOB_RESULT_UNSERIALIZABLE, "terminal")
         return Settlement(claimed.id, claimed.claim, "done", result=encoded)
-    if token.reason == "X_DRAINING":
-        # Stopped by the drain: back to the queue at once, the attempt handed back.
+    if token.reason in ("X_DRAINING", "X_JOB_SLOT_LOST"):
+        # Stopped by the drain (or a lost fleet slot): back to the queue at once, the attempt handed back.
         return Settlement(claimed.id, claimed.claim, "ready", uncount=True)
     if isinstance(error, JobCancelled) and token.is_set():
         log.warning("jobs.run.cancelled job_id=%s name=%s reason=%s", claimed.id, claimed.name, token.reason)

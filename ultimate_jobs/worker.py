@@ -48,6 +48,7 @@ from .db import ClaimedJob, Settlement, store_for
 from .declaration import JobHandle, check_queue_name, get_job_handle, registered_jobs
 from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, X_JOB_TIMEOUT, JobsError
 from .execute import run_attempt, run_attempt_async
+from .leases import FleetSlots
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -69,6 +70,7 @@ class Run:
     settled: bool = False
     finished: threading.Event = field(default_factory=threading.Event)
     outcome: Settlement | None = None
+    slot: tuple[str, int] | None = None
 
     @property
     def id(self) -> UUID:
@@ -86,15 +88,21 @@ class _Pool:
             thread.start()
 
     def _loop(self) -> None:
-        while (task := self._tasks.get()) is not None:
-            task()
+        try:
+            while (task := self._tasks.get()) is not None:
+                task()
+        finally:
+            connections.close_all()  # this thread's connections; nothing else would close them
 
     def submit(self, task: Callable[[], None]) -> None:
         self._tasks.put(task)
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: float = 0.0) -> None:
         for _ in self._threads:
             self._tasks.put(None)
+        deadline = time.monotonic() + wait
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class _Loop:
@@ -168,6 +176,8 @@ class Worker:
         self.poll_interval = conf.POLL_INTERVAL
         self.idle_poll_max = max(conf.IDLE_POLL_MAX, conf.POLL_INTERVAL)
         self.on_pass = on_pass
+        self._slots = FleetSlots(self.store, holder=self.worker_id, ttl=self.visibility,
+                                 wait_delay=max(self.poll_interval, 0.25))
         self.state = "idle"
         self.runs: dict[UUID, Run] = {}
         self._abandoned: set[Run] = set()  # timed out and settled, body still running on its thread
@@ -282,19 +292,34 @@ class Worker:
 
     def _execute(self, run: Run) -> None:
         try:
-            run.outcome = run_attempt(run.handle, run.claimed, run.token)
+            busy = self._slots.acquire(run)
+            if busy is not None:
+                run.outcome = busy
+                return
+            try:
+                run.outcome = run_attempt(run.handle, run.claimed, run.token)
+            finally:
+                self._slots.release(run)
         finally:
             self._finish(run)
 
     async def _execute_async(self, run: Run) -> None:
         try:
-            run.outcome = await run_attempt_async(run.handle, run.claimed, run.token)
+            busy = await asyncio.to_thread(self._slots.acquire, run) if run.handle.concurrency else None
+            if busy is not None:
+                run.outcome = busy
+                return
+            try:
+                run.outcome = await run_attempt_async(run.handle, run.claimed, run.token)
+            finally:
+                if run.slot is not None:
+                    await asyncio.to_thread(self._slots.release, run)
         finally:
             self._finish(run)
 
     def _finish(self, run: Run) -> None:
+        self._done.put(run)  # queued before it reads as finished: whoever waits on it finds it collected
         run.finished.set()
-        self._done.put(run)
         self._wake.set()
 
     # -- settle -------------------------------------------------------------------------------
@@ -392,6 +417,10 @@ class Worker:
                         log.error("jobs.lease.lost job_id=%s name=%s queue=%s", run.id, run.claimed.name,
                                   run.claimed.queue)
             return
+        try:
+            self._slots.renew(held)
+        except _DB_ERRORS as exc:
+            log.warning("jobs.heartbeat.failed worker=%s slots error=%r", self.worker_id, exc)
         for run in held:
             if run.id in renewed:
                 run.renewed = before
@@ -470,6 +499,18 @@ class Worker:
             os._exit(1)
         self.stop("X_DRAINING")
 
+    def close(self, wait: float = 1.0) -> None:
+        """Stop the listener and the body threads (idle ones exit at once; busy ones are abandoned)."""
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        if self._pool is not None:
+            self._pool.shutdown(wait)
+            self._pool = None
+        if self._loop is not None:
+            self._loop.shutdown()
+            self._loop = None
+
     def wake(self, queue: str = "") -> None:
         if not queue or queue in self.queues:
             self._wake.set()
@@ -524,12 +565,7 @@ class Worker:
                     timeout = max(0.0, min(timeout, self._drain_deadline - time.monotonic()))
                 self._wake.wait(timeout)
         finally:
-            if self._listener is not None:
-                self._listener.stop()
-            if self._pool is not None:
-                self._pool.shutdown()
-            if self._loop is not None:
-                self._loop.shutdown()
+            self.close()
             self.state = "stopped"
             log.info("jobs.worker.stopped worker=%s claimed=%s settled=%s interrupted=%s lost=%s", self.worker_id,
                      self.stats["claimed"], self.stats["settled"], self.stats["interrupted"], self.stats["lost"])

@@ -89,6 +89,30 @@ UPDATE ultimate_jobs_job
  WHERE id = %s AND claim IS %s AND state = 'running'
 """
 
+LEASE_READ: LiteralString = """
+-- The slots of one concurrency key, to pick a free one (one writer: nobody takes it meanwhile).
+SELECT slot, job_id, expires_at FROM ultimate_jobs_joblease WHERE lease_key = %s
+"""
+
+LEASE_TAKE: LiteralString = """
+-- Take one slot: insert it, or take over an expired row or this job's own leftover.
+INSERT INTO ultimate_jobs_joblease (lease_key, slot, holder, job_id, expires_at) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (lease_key, slot) DO UPDATE
+   SET holder = excluded.holder, job_id = excluded.job_id, expires_at = excluded.expires_at
+ WHERE ultimate_jobs_joblease.expires_at <= %s OR ultimate_jobs_joblease.job_id = excluded.job_id
+"""
+
+LEASE_RENEW: LiteralString = """
+-- Renew one held slot, fenced on holder, job and a lease that has not expired.
+UPDATE ultimate_jobs_joblease SET expires_at = %s
+ WHERE lease_key = %s AND slot = %s AND job_id = %s AND holder = %s AND expires_at > %s
+"""
+
+LEASE_RELEASE: LiteralString = """
+-- Hand one slot back, fenced on holder and job.
+DELETE FROM ultimate_jobs_joblease WHERE lease_key = %s AND slot = %s AND holder = %s AND job_id = %s
+"""
+
 _TERMINAL = ("done", "failed", "dead", "cancelled")
 
 
@@ -97,6 +121,13 @@ def ts(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _text_ts(value: str | datetime) -> str:
+    """A stored timestamp as comparable text (Django's converters may hand back a naive UTC datetime)."""
+    if isinstance(value, datetime):
+        return ts(value if value.tzinfo else value.replace(tzinfo=UTC)) or ""
+    return value
 
 
 def _uuid(value: Any) -> UUID:
@@ -188,6 +219,42 @@ class SqliteStore:
             claimed = {queue: self.job_claim(queue=queue, names=names, limit=limit, worker_id=worker_id,
                                              visibility=visibility, now=now) for queue, limit in claims.items()}
         return settled, claimed
+
+    def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
+                      now: datetime | None) -> int | None:
+        when = now or clock.now()
+        stamp = ts(when)
+        with self._atomic(), self._cursor() as cursor:
+            cursor.execute(LEASE_READ, [key])
+            busy, own = set(), None
+            for slot, holder_job, expires_at in cursor.fetchall():
+                if _uuid(holder_job) == job_id:
+                    own = slot
+                elif _text_ts(expires_at) > stamp:
+                    busy.add(slot)
+            free = [s for s in range(limit) if s not in busy]
+            if own is not None and own < limit:
+                free.insert(0, own)
+            if not free:
+                return None
+            cursor.execute(LEASE_TAKE, [key, free[0], holder, job_id.hex, ts(when + timedelta(seconds=ttl)), stamp])
+            return int(free[0]) if cursor.rowcount == 1 else None
+
+    def lease_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
+                    now: datetime | None) -> set[UUID]:
+        when = now or clock.now()
+        renewed: set[UUID] = set()
+        with self._atomic(), self._cursor() as cursor:
+            for key, slot, job_id in held:
+                cursor.execute(LEASE_RENEW, [ts(when + timedelta(seconds=ttl)), key, slot, job_id.hex, holder,
+                                             ts(when)])
+                if cursor.rowcount == 1:
+                    renewed.add(job_id)
+        return renewed
+
+    def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
+        with self._cursor() as cursor:
+            cursor.execute(LEASE_RELEASE, [key, slot, holder, job_id.hex])
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]:

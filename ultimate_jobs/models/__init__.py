@@ -1,5 +1,6 @@
 """Models: the job table group, re-exported."""
 
 from .jobs import Job, JobStep, QueuePause
+from .leases import JobLease
 
-__all__ = ["Job", "JobStep", "QueuePause"]
+__all__ = ["Job", "JobLease", "JobStep", "QueuePause"]
