@@ -47,10 +47,10 @@ demo: venv
 	$(PY) manage.py demo
 
 test: venv
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest ran no tests (exit 5)" >&2; exit $$rc; }
 
 test-sqlite: venv
-	JOBS_TEST_DB=sqlite $(PY) -m pytest tests $(PYTEST_ARGS)
+	JOBS_TEST_DB=sqlite $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest ran no tests (exit 5)" >&2; exit $$rc; }
 
 bench: venv
 	$(PY) bench/run.py
