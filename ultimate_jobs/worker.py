@@ -34,7 +34,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -49,6 +49,7 @@ from .declaration import JobHandle, check_queue_name, get_job_handle, registered
 from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, X_JOB_TIMEOUT, JobsError
 from .execute import run_attempt, run_attempt_async
 from .leases import FleetSlots
+from .limits import ProcessLimits
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -75,6 +76,14 @@ class Run:
     @property
     def id(self) -> UUID:
         return self.claimed.id
+
+
+def _count(values: Iterable[str | None]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        if value is not None:
+            counts[value] = counts.get(value, 0) + 1
+    return counts
 
 
 class _Pool:
@@ -181,7 +190,8 @@ class Worker:
         self.state = "idle"
         self.runs: dict[UUID, Run] = {}
         self._abandoned: set[Run] = set()  # timed out and settled, body still running on its thread
-        self.stats = {"claimed": 0, "settled": 0, "interrupted": 0, "lost": 0}
+        self.stats = {"claimed": 0, "settled": 0, "interrupted": 0, "lost": 0, "shed": 0}
+        self._limits = ProcessLimits(conf.LIMITS)
         self._done: queue_module.SimpleQueue[Run] = queue_module.SimpleQueue()
         self._pending: list[Run] = []
         self._wake = threading.Event()
@@ -227,8 +237,7 @@ class Worker:
 
     def _free_slots(self) -> dict[str, int]:
         """Free slots per queue for this pass, split so no queue starves."""
-        settling = set(map(id, self._pending))  # settled in this pass's transaction: their slots are free
-        held = [run for run in self.runs.values() if id(run) not in settling]
+        held = self._held()  # runs settling in this pass's transaction have free slots already
         free = self.capacity - len(held) - len(self._abandoned)
         if free <= 0:
             return {}
@@ -256,22 +265,48 @@ class Worker:
         """Settle what finished and claim into the free slots, in one transaction (one commit)."""
         names = self._names()
         claims = {} if self._stopping or not names else self._free_slots()
+        blocked: list[str] = []
+        if claims and self._limits.active:
+            held = self._held()
+            claims = self._limits.cap_slots(claims, _count(r.claimed.queue for r in held), len(held))
+            blocked = self._limits.blocked_tenants(_count(r.claimed.tenant_id for r in held if r.claimed.tenant_id))
         if not claims and not self._pending:
             return []
         batch = self._pending
         try:
             settled, claimed = self.store.job_settle_and_claim(
                 settlements=[r.outcome for r in batch if r.outcome is not None], claims=claims, names=names,
-                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now())
+                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now(),
+                blocked_tenants=blocked)
         except _DB_ERRORS as exc:
             self._db_failed("jobs.claim.failed", exc)
             return []  # the settlements stay pending: the fenced statement is safe to send again
         self._pending = []
         self._record_settled(batch, settled)
         self._last_claim_full = any(len(claimed.get(q, ())) == n for q, n in claims.items())
-        started = [self._start(row) for rows in claimed.values() for row in rows]
+        started = []
+        for row in (row for rows in claimed.values() for row in rows):
+            if self._limits.active and not self._limits.admit(
+                    row.tenant_id, _count(r.claimed.tenant_id for r in self._held() if r.claimed.tenant_id)):
+                self._shed(row)
+            else:
+                started.append(self._start(row))
         self.stats["claimed"] += len(started)
         return started
+
+    def _held(self) -> list[Run]:
+        settling = set(map(id, self._pending))
+        return [run for run in self.runs.values() if id(run) not in settling]
+
+    def _shed(self, claimed: ClaimedJob) -> None:
+        """Hand a claim the per-process limits refuse straight back: ``ready``, uncounted, no error."""
+        log.info("jobs.worker.shed job_id=%s name=%s queue=%s tenant=%s", claimed.id, claimed.name, claimed.queue,
+                 claimed.tenant_id)
+        run = Run(claimed=claimed, handle=get_job_handle(claimed.name))  # type: ignore[arg-type]
+        run.outcome = Settlement(claimed.id, claimed.claim, "ready", uncount=True)
+        run.finished.set()
+        self._pending.append(run)
+        self.stats["shed"] += 1
 
     def _start(self, claimed: ClaimedJob) -> Run:
         handle = get_job_handle(claimed.name)

@@ -27,11 +27,14 @@ def test_the_claim_uses_the_partial_claim_index() -> None:
         cursor.execute("UPDATE ultimate_jobs_job SET state = 'done' WHERE idempotency_key <> 'p4999'")
         cursor.execute("ANALYZE ultimate_jobs_job")
         cursor.execute("BEGIN")
-        cursor.execute("EXPLAIN (FORMAT JSON) " + JOB_CLAIM, {
-            "queue": "default", "names": ["tests.noop"], "limit": 10, "worker_id": "w", "visibility": 30.0,
-            "now": None})
-        plan = cursor.fetchone()[0]
-        cursor.execute("ROLLBACK")
+        try:
+            cursor.execute("EXPLAIN (FORMAT JSON) " + JOB_CLAIM.replace("%(names)b", "%(names)s")
+                           .replace("%(blocked)b", "%(blocked)s"), {
+                "queue": "default", "names": ["tests.noop"], "limit": 10, "worker_id": "w", "visibility": 30.0,
+                "now": None, "blocked": ["some-tenant"]})
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("ROLLBACK")
     plan = plan if isinstance(plan, list) else json.loads(plan)
     nodes = _plan_nodes(plan[0]["Plan"])
     on_jobs = [n for n in nodes if n.get("Relation Name") == "ultimate_jobs_job"]

@@ -92,6 +92,7 @@ picked AS (
     SELECT c.id FROM ultimate_jobs_job AS c, t
      WHERE c.queue = %(queue)s AND c.state IN ('ready', 'delayed', 'suspended') AND c.run_at <= t.now
        AND c.name = ANY(%(names)b::text[])
+       AND (c.tenant_id IS NULL OR NOT c.tenant_id = ANY(%(blocked)b::text[]))
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause AS p WHERE p.queue = %(queue)s)
      ORDER BY c.priority, c.run_at, c.id
      LIMIT %(limit)s
@@ -303,10 +304,11 @@ class PostgresStore:
         return [answers[r.dedupe_key] for r in rows]
 
     def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
-                  now: datetime | None) -> list[ClaimedJob]:
+                  now: datetime | None, blocked_tenants: Sequence[str] = ()) -> list[ClaimedJob]:
         with self._cursor() as cursor:
             cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
-                                       "worker_id": worker_id, "visibility": visibility, "now": now})
+                                       "worker_id": worker_id, "visibility": visibility, "now": now,
+                                       "blocked": list(blocked_tenants)})
             return [ClaimedJob(*row) for row in cursor.fetchall()]
 
     def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
@@ -316,7 +318,8 @@ class PostgresStore:
 
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
                              names: Sequence[str], worker_id: str, visibility: float,
-                             now: datetime | None) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+                             now: datetime | None, blocked_tenants: Sequence[str] = (),
+                             ) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
         """Settle finished attempts and claim per queue in one transaction, pipelined: one round trip
         and one commit for the whole pass."""
         import psycopg
@@ -333,7 +336,8 @@ class PostgresStore:
                 for queue, limit in claims.items():
                     cursor = claim_cursors[queue] = psycopg.Cursor(conn)
                     cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
-                                               "worker_id": worker_id, "visibility": visibility, "now": now})
+                                               "worker_id": worker_id, "visibility": visibility, "now": now,
+                                               "blocked": list(blocked_tenants)})
             settled = {row[0] for row in settle_cursor.fetchall()} if settle_cursor is not None else set()
             claimed = {q: [ClaimedJob(*row) for row in c.fetchall()] for q, c in claim_cursors.items()}
         return settled, claimed

@@ -52,7 +52,7 @@ UPDATE ultimate_jobs_job
  WHERE id IN (
     SELECT id FROM ultimate_jobs_job
      WHERE queue = %s AND state IN ('ready', 'delayed', 'suspended') AND run_at <= %s
-       AND name IN ({names})
+       AND name IN ({names}){blocked}
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause WHERE queue = %s)
      ORDER BY priority, run_at, id
      LIMIT %s)
@@ -177,14 +177,16 @@ class SqliteStore:
         return [answers[r.dedupe_key] for r in rows]
 
     def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
-                  now: datetime | None) -> list[ClaimedJob]:
+                  now: datetime | None, blocked_tenants: Sequence[str] = ()) -> list[ClaimedJob]:
         if not names:
             return []
         when = now or clock.now()
         stamp = ts(when)
-        sql = JOB_CLAIM.format(names=", ".join(["%s"] * len(names)))
+        blocked = ("\n       AND (tenant_id IS NULL OR tenant_id NOT IN ({}))".format(", ".join(["%s"] * len(blocked_tenants)))
+                   if blocked_tenants else "")
+        sql = JOB_CLAIM.format(names=", ".join(["%s"] * len(names)), blocked=blocked)
         params = [worker_id, ts(when + timedelta(seconds=visibility)), stamp, stamp, queue, stamp, *names,
-                  queue, limit]
+                  *blocked_tenants, queue, limit]
         with self._cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
@@ -212,12 +214,14 @@ class SqliteStore:
 
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
                              names: Sequence[str], worker_id: str, visibility: float,
-                             now: datetime | None) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+                             now: datetime | None, blocked_tenants: Sequence[str] = (),
+                             ) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
         """Settle, then claim per queue, in one transaction."""
         with self._atomic():
             settled = self.job_settle_many(settlements=settlements, now=now) if settlements else set()
             claimed = {queue: self.job_claim(queue=queue, names=names, limit=limit, worker_id=worker_id,
-                                             visibility=visibility, now=now) for queue, limit in claims.items()}
+                                             visibility=visibility, now=now, blocked_tenants=blocked_tenants)
+                       for queue, limit in claims.items()}
         return settled, claimed
 
     def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
