@@ -39,7 +39,7 @@ def main() -> None:
     print("same job:", again.id == first.id)
 
     stats = Worker(queues=["default"], burst=True).run()  # what `manage.py jobs_worker --burst` runs
-    print("worker:", stats)
+    print("worker claimed:", stats["claimed"], "| settled:", stats["settled"])
 
     row = ops.get_job(first.id)
     print(row["name"], row["state"], f"attempt {row['attempt']}/{row['max_attempts']}", row["result"])
@@ -51,5 +51,5 @@ if __name__ == "__main__":
 # Output:
 # first deduped: False | second deduped: True
 # same job: True
-# worker: {'claimed': 1, 'settled': 1, 'interrupted': 0, 'lost': 0}
+# worker claimed: 1 | settled: 1
 # shop.send_receipt done attempt 1/3 {'order_id': 42, 'attempt': 1}

@@ -43,7 +43,8 @@ def main() -> None:
     started = worker.run_once()  # one pass: claims up to each queue's free slots
     print("first pass started:", sorted(run.claimed.queue for run in started))
     stats = worker.run()  # burst: runs until nothing is runnable and nothing is in flight
-    print("stats:", stats, "| state:", worker.state)
+    print("claimed:", stats["claimed"], "| settled:", stats["settled"],
+          "| interrupted:", stats["interrupted"], "| lost:", stats["lost"], "| state:", worker.state)
 
     capped = Worker(queues=["images", "mail"], concurrency=8, max_in_flight=3)
     print("capacity with max_in_flight:", capped.capacity)
@@ -59,7 +60,7 @@ if __name__ == "__main__":
 
 # Output:
 # first pass started: ['images', 'images', 'mail']
-# stats: {'claimed': 8, 'settled': 8, 'interrupted': 0, 'lost': 0} | state: stopped
+# claimed: 8 | settled: 8 | interrupted: 0 | lost: 0 | state: stopped
 # capacity with max_in_flight: 3
 # refused: {'queues': []} X_JOB_CLAIM_QUEUES_EMPTY
 # refused: {'queues': ['images'], 'concurrency': 0} X_CONFIG_INVALID
