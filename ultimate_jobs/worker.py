@@ -48,6 +48,7 @@ from .db import ClaimedJob, Settlement, store_for
 from .declaration import JobHandle, check_queue_name, get_job_handle, registered_jobs
 from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, X_JOB_TIMEOUT, JobsError
 from .execute import run_attempt, run_attempt_async
+from .faults import fault
 from .leases import FleetSlots
 from .limits import ProcessLimits
 
@@ -274,6 +275,8 @@ class Worker:
             return []
         batch = self._pending
         try:
+            if batch:
+                fault("before_ack")
             settled, claimed = self.store.job_settle_and_claim(
                 settlements=[r.outcome for r in batch if r.outcome is not None], claims=claims, names=names,
                 worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now(),
@@ -284,6 +287,8 @@ class Worker:
         self._pending = []
         self._record_settled(batch, settled)
         self._last_claim_full = any(len(claimed.get(q, ())) == n for q, n in claims.items())
+        if any(claimed.values()):
+            fault("after_claim")
         started = []
         for row in (row for rows in claimed.values() for row in rows):
             if self._limits.active and not self._limits.admit(
