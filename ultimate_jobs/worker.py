@@ -470,9 +470,11 @@ class Worker:
 
     def _rescue(self) -> None:
         self._last_rescue = time.monotonic()
-        no_dead_letter = [h.name for h in registered_jobs() if not h.retry.dead_letter]
+        handles = registered_jobs()
+        no_dead_letter = [h.name for h in handles if not h.retry.dead_letter]
         try:
-            rescued = self.store.job_rescue(now=clock.sql_now(), no_dead_letter=no_dead_letter)
+            rescued = self.store.job_rescue(now=clock.sql_now(), names=[h.name for h in handles],
+                                            no_dead_letter=no_dead_letter)
         except _DB_ERRORS as exc:
             self._db_failed("jobs.rescue.failed", exc)
             return

@@ -136,10 +136,6 @@ def test_a_stalled_worker_cannot_overwrite_the_job_another_worker_reclaimed(
 EXTRA_DEPLOYMENT = {**SHORT_LEASE, "JOBS_TEST_DEPLOY_EXTRA": "1"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: the lapsed-lease rescue settles every job's final-attempt lapse with the dead_letter policy of "
-    "the jobs registered in the rescuing process, so a worker without a dead_letter=False job's code "
-    "dead-letters it (dead) instead of dropping it (failed)"))
 def test_a_worker_without_a_jobs_code_does_not_decide_its_lapsed_final_attempt(
         started_worker: Start, declare: Callable[..., object]) -> None:
     # The same declaration as the extra deployment's, so this process can enqueue it.

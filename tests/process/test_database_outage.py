@@ -41,10 +41,6 @@ def test_the_worker_keeps_claiming_after_its_connections_were_cut(
     assert worker.proc.poll() is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a sync body runs on its pool thread's long-lived Django connection, never recycled between "
-    "attempts (no close_old_connections), so the first attempt on each thread after the connection was cut "
-    "fails and a single-attempt job is dead-lettered"))
 def test_a_connection_cut_while_idle_costs_no_job_an_attempt(started_worker: Start) -> None:
     worker = started_worker("--concurrency", "2")
     # Both pool threads run a body, so each holds a Django connection of its own.

@@ -148,11 +148,12 @@ RETURNING j.id
 JOB_RESCUE: LiteralString = """
 -- Hand back running jobs whose lease lapsed (their worker died or stalled): a compare-and-set
 -- on the claim token read under the lock. A lapse on the final attempt dead-letters the job
--- instead of running it forever; dead_letter=False jobs end failed.
+-- instead of running it forever; dead_letter=False jobs end failed. Only names registered in
+-- this process are rescued: their retry policy is known here.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 lapsed AS (
     SELECT l.id, l.claim FROM ultimate_jobs_job AS l, t
-     WHERE l.state = 'running' AND l.visible_at < t.now
+     WHERE l.state = 'running' AND l.visible_at < t.now AND l.name = ANY(%(names)b::text[])
      ORDER BY l.visible_at LIMIT %(limit)s
        FOR UPDATE OF l SKIP LOCKED)
 UPDATE ultimate_jobs_job AS j
@@ -372,7 +373,9 @@ class PostgresStore:
                                            "worker_id": worker_id, "visibility": visibility, "now": now})
             return {row[0] for row in cursor.fetchall()}
 
-    def job_rescue(self, *, now: datetime | None, no_dead_letter: Sequence[str], limit: int = 500) -> list[tuple]:
+    def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
+                   limit: int = 500) -> list[tuple]:
         with self._cursor() as cursor:
-            cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "no_dead_letter": list(no_dead_letter)})
+            cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "names": list(names),
+                                        "no_dead_letter": list(no_dead_letter)})
             return cursor.fetchall()

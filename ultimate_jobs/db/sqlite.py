@@ -76,9 +76,9 @@ UPDATE ultimate_jobs_job SET visible_at = %s, updated_at = %s
 """
 
 JOB_RESCUE_READ: LiteralString = """
--- Running jobs whose lease lapsed, oldest lapse first.
+-- Running jobs whose lease lapsed, oldest lapse first, of the names registered in this process.
 SELECT id, claim, name, queue, attempt, max_attempts, claimed_by FROM ultimate_jobs_job
- WHERE state = 'running' AND visible_at < %s ORDER BY visible_at LIMIT %s
+ WHERE state = 'running' AND visible_at < %s AND name IN ({names}) ORDER BY visible_at LIMIT %s
 """
 
 JOB_RESCUE: LiteralString = """
@@ -272,12 +272,15 @@ class SqliteStore:
                     renewed.add(job_id)
         return renewed
 
-    def job_rescue(self, *, now: datetime | None, no_dead_letter: Sequence[str], limit: int = 500) -> list[tuple]:
+    def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
+                   limit: int = 500) -> list[tuple]:
+        if not names:
+            return []
         when = now or clock.now()
         stamp = ts(when)
         rescued = []
         with self._atomic(), self._cursor() as cursor:
-            cursor.execute(JOB_RESCUE_READ, [stamp, limit])
+            cursor.execute(JOB_RESCUE_READ.format(names=", ".join(["%s"] * len(names))), [stamp, *names, limit])
             for job_id, claim, name, queue, attempt, max_attempts, claimed_by in cursor.fetchall():
                 final = attempt >= max_attempts
                 state = ("failed" if name in no_dead_letter else "dead") if final else "ready"
