@@ -146,7 +146,7 @@ def spawn_worker(
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "BENCH_UJ_DB": settings.DATABASES["default"]["NAME"],
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)])),
         **(env or {}),
     }
     with open(LOG_DIR / log_name, "ab") as log:

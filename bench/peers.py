@@ -35,11 +35,19 @@ def available(tools: Iterable[str]) -> list[str]:
     ]
 
 
-def run_round(peer_dir: Path, tools: list[str], metrics: Iterable[str], out: Path, rnd: int = 1) -> None:
+def run_round(
+    peer_dir: Path,
+    tools: list[str],
+    metrics: Iterable[str],
+    out: Path,
+    rnd: int = 1,
+    env: dict[str, str] | None = None,
+) -> None:
     """Round ``rnd`` of every case of ``tools`` for ``metrics``; raw records are appended to ``out``.
 
     The tool order rotates with ``rnd`` (as ``run_all.py`` does across its own rounds), so no tool
-    always runs first after a quiet period.
+    always runs first after a quiet period. ``env`` carries ``PYTHONPATH`` when a snapshot of
+    ultimate_jobs is measured (the harness's own ``ultimate_jobs`` column imports it from there).
     """
     shift = (rnd - 1) % max(1, len(tools))
     tools = tools[shift:] + tools[:shift]
@@ -55,7 +63,7 @@ def run_round(peer_dir: Path, tools: list[str], metrics: Iterable[str], out: Pat
         "--out",
         str(out),
     ]
-    subprocess.run(cmd, cwd=peer_dir, check=True)
+    subprocess.run(cmd, cwd=peer_dir, env=env, check=True)
 
 
 def case_label(rec: dict[str, Any]) -> str:

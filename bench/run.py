@@ -4,18 +4,25 @@ Usage::
 
     .venv/bin/python bench/run.py                     # 3 interleaved rounds of every metric
     .venv/bin/python bench/run.py --rounds 1 --metrics single,latency
+    .venv/bin/python bench/run.py --snapshot HEAD     # measure one commit while others edit the tree
     BENCH_VENV_ROOT=/tmp/pb .venv/bin/python bench/run.py --peers   # + the peer harness, same run
 
 Options (default): ``--rounds`` (3), ``--metrics`` (single,bulk,drain,latency), ``--n`` (2000
 single enqueues), ``--drain-n`` (10,000), ``--concurrency`` (10 threads per worker), ``--samples``
-(50), ``--out`` (``bench/results/ours-STAMP.jsonl``), ``--peers`` (off), ``--peer-dir``
-(``/work/shared/peer-bench``), ``--peer-tools`` (every peer whose venv exists under
-``BENCH_VENV_ROOT``).
+(50), ``--snapshot`` (none: the working tree), ``--out`` (``bench/results/ours-STAMP.jsonl``),
+``--peers`` (off), ``--peer-dir`` (``$BENCH_PEER_DIR`` or ``/work/shared/peer-bench``),
+``--peer-tools`` (every peer whose venv exists under ``$BENCH_VENV_ROOT``), ``--peer-out``
+(``bench/results/peers-STAMP.jsonl``).
 
-Each round runs every metric once, each on a fresh database ``bench_uj_<pid>`` (created, migrated,
-dropped at the end; PostgreSQL from ``BENCH_PG_HOST``/``PORT``/``USER``/``PASSWORD``). The table
-shows medians over rounds; with ``--peers`` each round also runs one round of the peer harness
-(before ours in odd rounds, after in even ones), and the ratio is ours / the best peer's median.
+Each case (one metric, one round) runs in a fresh process of its own, as the peer harness's cases
+do, on a freshly created and migrated database ``bench_uj_<pid>`` (dropped at the end; PostgreSQL
+from ``BENCH_PG_HOST``/``PORT``/``USER``/``PASSWORD``), so every case imports the code as it is
+when the case starts, and its record carries that commit. ``--snapshot REV`` extracts
+``ultimate_jobs/`` at ``REV`` (``git archive``) and puts it first on ``PYTHONPATH`` for our cases,
+their workers and the peer harness's ``ultimate_jobs`` column, so a run measures one commit. The
+table shows medians over rounds; with ``--peers`` each round also runs one round of the peer
+harness (before ours in odd rounds, after in even ones), and the ratio is ours / the best peer's
+median.
 
 What each metric means (every job is a no-op, so every number is queue overhead):
 
@@ -43,6 +50,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -51,33 +59,127 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 METRICS = ("single", "bulk", "drain", "latency")
+CASES = {"single": ["single"], "bulk": ["bulk"], "drain": ["drain-1p", "drain-2p"], "latency": ["latency"]}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def commit() -> str:
+    """The code measured: the snapshot's commit, else HEAD (``+dirty`` when ``ultimate_jobs/`` differs)."""
+    if os.environ.get("BENCH_UJ_COMMIT"):
+        return os.environ["BENCH_UJ_COMMIT"]
+    return git("rev-parse", "--short", "HEAD") + (
+        "+dirty" if git("status", "--porcelain", "--", "ultimate_jobs") else ""
+    )
+
+
+def snapshot(rev: str) -> tuple[str, str]:
+    """Extract ``ultimate_jobs/`` at ``rev`` into a temporary directory; answer (directory, short commit)."""
+    short = git("rev-parse", "--short", rev)
+    target = Path(tempfile.gettempdir()) / f"bench-uj-{short}"
+    if not (target / "ultimate_jobs").is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", short, "ultimate_jobs"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return str(target), short
 
 
 def setup_django() -> None:
-    """``bench.settings`` on a database of this run's own (the name must start ``bench_uj_``)."""
+    """``bench.settings`` on the database named by ``BENCH_UJ_DB`` (``bench_uj_*`` only)."""
     if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("BENCH_UJ_DB", f"bench_uj_{os.getpid()}")
+        sys.path.append(str(ROOT))  # after PYTHONPATH, so a --snapshot's ultimate_jobs wins over the tree's
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     import django
 
     django.setup()
 
 
-def commit() -> str:
-    """The checkout's commit, ``+dirty`` when ``ultimate_jobs/`` differs from it (the venv is editable)."""
+# -- one case, in its own process -------------------------------------------------------------------
 
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
 
-    return git("rev-parse", "--short", "HEAD") + (
-        "+dirty" if git("status", "--porcelain", "--", "ultimate_jobs") else ""
-    )
+def run_case(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    from bench import measure
+
+    measure.recreate_database()
+    if name == "single":
+        return measure.measure_single(n=args.n)
+    if name == "bulk":
+        return measure.measure_bulk()
+    if name.startswith("drain-"):
+        return measure.measure_drain(int(name[6]), n=args.drain_n, concurrency=args.concurrency)
+    return measure.measure_latency(samples=args.samples)
+
+
+def case_main(args: argparse.Namespace) -> None:
+    """``--case NAME``: measure once and print one JSON record (what the orchestrator reads back)."""
+    setup_django()
+    import ultimate_jobs
+
+    rec: dict[str, Any] = {
+        "case": args.case,
+        "commit": commit(),
+        "code": str(Path(ultimate_jobs.__file__).parent),
+    }
+    try:
+        rec.update(run_case(args.case, args))
+    except Exception as exc:  # recorded, so one failed case does not lose the round
+        rec["error"] = repr(exc)
+    print(json.dumps(rec, sort_keys=True), flush=True)
+
+
+# -- the orchestrator ---------------------------------------------------------------------------------
+
+
+def case_argv(name: str, args: argparse.Namespace) -> list[str]:
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--case",
+        name,
+        "--n",
+        str(args.n),
+        "--drain-n",
+        str(args.drain_n),
+        "--concurrency",
+        str(args.concurrency),
+        "--samples",
+        str(args.samples),
+    ]
+
+
+def run_ours(
+    rnd: int, metrics: list[str], args: argparse.Namespace, env: dict[str, str]
+) -> list[dict[str, Any]]:
+    records = []
+    for name in [c for m in metrics for c in CASES[m]]:
+        t0 = time.perf_counter()
+        proc = subprocess.run(case_argv(name, args), env=env, capture_output=True, text=True)
+        lines = proc.stdout.strip().splitlines()
+        rec = {"tool": "ultimate_jobs", "round": rnd, "ts": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        rec.update(
+            json.loads(lines[-1])
+            if proc.returncode == 0 and lines
+            else {"case": name, "error": f"rc={proc.returncode}: {proc.stderr[-1000:]}"}
+        )
+        figures = " ".join(f"{k}={v:.1f}" for k, v in rec.items() if isinstance(v, float))
+        print(
+            f"round {rnd} ultimate_jobs {name:9} {time.perf_counter() - t0:5.1f}s {rec.get('commit', '')} "
+            f"{figures} {rec.get('error', '')}",
+            flush=True,
+        )
+        with open(args.out, "a") as f:
+            f.write(json.dumps(rec, sort_keys=True) + "\n")
+        records.append(rec)
+    return records
 
 
 def versions() -> dict[str, str]:
-    from importlib import metadata
-
     import django
     import psycopg
 
@@ -89,8 +191,8 @@ def versions() -> dict[str, str]:
         "psycopg": psycopg.__version__,
         "libpq": str(psycopg.pq.version()),
         "postgresql server": measure.server_version(),
-        "ultimate-jobs": metadata.version("ultimate-jobs"),
-        "commit": commit(),
+        "ultimate_jobs commit": commit(),
+        "machine": f"{os.cpu_count()} CPUs, {os.uname().release}",
     }
 
 
@@ -111,78 +213,19 @@ def settings_used(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def cases(metrics: list[str], args: argparse.Namespace) -> list[tuple[str, Any]]:
-    """``(name, measurement)`` for one round, in run order."""
-    from bench import measure
-
-    table: dict[str, list[tuple[str, Any]]] = {
-        "single": [("single", lambda: measure.measure_single(n=args.n))],
-        "bulk": [("bulk", measure.measure_bulk)],
-        "drain": [
-            (
-                f"drain-{p}p",
-                lambda p=p: measure.measure_drain(p, n=args.drain_n, concurrency=args.concurrency),
-            )
-            for p in (1, 2)
-        ],
-        "latency": [("latency", lambda: measure.measure_latency(samples=args.samples))],
-    }
-    return [case for m in metrics for case in table[m]]
+def case_env(code: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if code:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [code, os.environ.get("PYTHONPATH")]))
+    return env
 
 
-def run_ours(rnd: int, metrics: list[str], args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
-    from bench import measure
-
-    records = []
-    for name, fn in cases(metrics, args):
-        measure.recreate_database()
-        t0 = time.perf_counter()
-        rec = {
-            "tool": "ultimate_jobs",
-            "case": name,
-            "round": rnd,
-            "commit": commit(),
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        }
-        try:
-            rec.update(fn())
-        except Exception as exc:  # one failed case must not lose the others' figures
-            rec["error"] = repr(exc)
-        print(
-            f"round {rnd} ultimate_jobs {name:10} {time.perf_counter() - t0:5.1f}s "
-            + " ".join(f"{k}={v:.1f}" for k, v in rec.items() if isinstance(v, float))
-            + rec.get("error", ""),
-            flush=True,
-        )
-        with open(out, "a") as f:
-            f.write(json.dumps(rec, sort_keys=True) + "\n")
-        records.append(rec)
-    return records
-
-
-def parse_args() -> argparse.Namespace:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--metrics", default=",".join(METRICS))
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--drain-n", type=int, default=10_000)
-    ap.add_argument("--concurrency", type=int, default=10)
-    ap.add_argument("--samples", type=int, default=50)
-    ap.add_argument("--out", type=Path, default=RESULTS / f"ours-{stamp}.jsonl")
-    ap.add_argument("--peers", action="store_true", help="also run the peer harness, interleaved")
-    ap.add_argument("--peer-dir", type=Path, default=None)
-    ap.add_argument("--peer-tools", default=None, help="comma-separated (default: every peer with a venv)")
-    ap.add_argument("--peer-out", type=Path, default=RESULTS / f"peers-{stamp}.jsonl")
-    args = ap.parse_args()
-    unknown = set(args.metrics.split(",")) - set(METRICS)
-    if unknown:
-        ap.error(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(METRICS)}")
-    return args
-
-
-def main() -> None:
-    args = parse_args()
+def orchestrate(args: argparse.Namespace) -> None:
+    code = None
+    if args.snapshot:
+        code, os.environ["BENCH_UJ_COMMIT"] = snapshot(args.snapshot)
+        sys.path.insert(0, code)
+    os.environ.setdefault("BENCH_UJ_DB", f"bench_uj_{os.getpid()}")
     setup_django()
     from bench import measure, peers, report
 
@@ -190,24 +233,30 @@ def main() -> None:
     peer_dir = args.peer_dir or peers.DEFAULT_DIR
     peer_tools = peers.available(args.peer_tools.split(",") if args.peer_tools else peers.PEERS)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    facts: dict[str, object] = {**versions(), **settings_used(args), "results": args.out}
+    facts: dict[str, object] = {
+        **versions(),
+        **settings_used(args),
+        "code": code or ROOT,
+        "results": args.out,
+    }
     if args.peers:
         facts.update(
             {"peer harness": peer_dir, "peer tools": ",".join(peer_tools), "peer results": args.peer_out}
         )
     report.print_facts("versions and settings", facts)
+    env = case_env(code)
     ours: dict[str, list[float]] = defaultdict(list)
     try:
         for rnd in range(1, args.rounds + 1):
             peers_first = args.peers and rnd % 2 == 1
             if peers_first:
-                peers.run_round(peer_dir, peer_tools, metrics, args.peer_out, rnd)
-            for rec in run_ours(rnd, metrics, args, args.out):
+                peers.run_round(peer_dir, peer_tools, metrics, args.peer_out, rnd, env)
+            for rec in run_ours(rnd, metrics, args, env):
                 for key, value in rec.items():
                     if isinstance(value, float) and "error" not in rec:
                         ours[key].append(value)
             if args.peers and not peers_first:
-                peers.run_round(peer_dir, peer_tools, metrics, args.peer_out, rnd)
+                peers.run_round(peer_dir, peer_tools, metrics, args.peer_out, rnd, env)
     finally:
         measure.drop_database()
     peer_values = (
@@ -215,6 +264,39 @@ def main() -> None:
     )
     report.print_facts("versions and settings", facts)
     report.print_results(ours, peer_values)
+
+
+def parse_args() -> argparse.Namespace:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--metrics", default=",".join(METRICS))
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--drain-n", type=int, default=10_000)
+    ap.add_argument("--concurrency", type=int, default=10)
+    ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--snapshot", metavar="REV", help="measure ultimate_jobs/ at this commit")
+    ap.add_argument("--out", type=Path, default=RESULTS / f"ours-{stamp}.jsonl")
+    ap.add_argument("--peers", action="store_true", help="also run the peer harness, interleaved")
+    ap.add_argument("--peer-dir", type=Path, default=None)
+    ap.add_argument("--peer-tools", default=None, help="comma-separated (default: every peer with a venv)")
+    ap.add_argument("--peer-out", type=Path, default=RESULTS / f"peers-{stamp}.jsonl")
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    unknown = set(args.metrics.split(",")) - set(METRICS)
+    if unknown:
+        ap.error(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(METRICS)}")
+    # absolute, because the peer harness runs in its own directory
+    args.out, args.peer_out = args.out.resolve(), args.peer_out.resolve()
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args.case:
+        case_main(args)
+    else:
+        orchestrate(args)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ if not DB_NAME.startswith("bench_uj_"):
 SECRET_KEY = "bench-only-not-a-secret"
 DEBUG = False  # DEBUG=True would keep every query in memory
 USE_TZ = True
+TIME_ZONE = "UTC"  # Django sets TZ for the process: keep timestamps in UTC
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "ultimate_jobs", "bench"]
 DATABASES = {
     "default": {
