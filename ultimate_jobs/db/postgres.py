@@ -131,6 +131,7 @@ UPDATE ultimate_jobs_job AS j
                  %(uncount)b::int[])
        AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount)
  WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running'
+   AND j.id = ANY(%(id)b::uuid[])  -- lets the planner walk the primary key, whatever its statistics say
 RETURNING j.id
 """
 
@@ -142,6 +143,7 @@ UPDATE ultimate_jobs_job AS j
    SET visible_at = t.now + %(visibility)s * interval '1 second', updated_at = t.now
   FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[]) AS v(id, claim)
  WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' AND j.claimed_by = %(worker_id)s
+   AND j.id = ANY(%(id)b::uuid[])
 RETURNING j.id
 """
 
