@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -164,3 +165,27 @@ def test_a_worker_without_a_jobs_code_does_not_decide_its_lapsed_final_attempt(
     job = ops.get_job(result.id)
     assert (job["state"], job["stop_reason"], job["attempt"]) == ("failed", "lease-lapsed", 1), (
         job["state"], log_text(without_code))
+
+
+def test_a_worker_killed_mid_drain_loses_no_job(started_worker: Start) -> None:
+    total = 600
+    victim, survivor = started_worker(env=SHORT_LEASE), started_worker(env=SHORT_LEASE)
+    results = record.enqueue_many([{"key": f"m{n:04d}", "sleep": 0.05} for n in range(total)])
+    wait_until(lambda: Effect.objects.filter(pid=victim.pid).count() >= 50, timeout=30,
+               procs=(victim, survivor), what="the victim busy draining")
+    sigkill(victim)  # with up to 10 bodies in flight
+
+    wait_until(lambda: Job.objects.filter(state="done").count() == total, timeout=60, procs=(survivor,),
+               what=f"all {total} jobs done after the kill")
+    assert Job.objects.exclude(state="done").count() == 0
+    effects = Counter(Effect.objects.values_list("key", flat=True))
+    assert set(effects) == {f"m{n:04d}" for n in range(total)}  # every body ran
+    # Only the victim's in-flight jobs ran again (at-least-once), each as its second, counted attempt.
+    rerun = {key for key, in Job.objects.filter(attempt=2).values_list("payload__key")}
+    assert 1 <= len(rerun) <= 10, rerun
+    assert not Job.objects.filter(attempt__gt=2).exists()
+    assert {key for key, n in effects.items() if n > 1} <= rerun
+    assert max(effects.values()) <= 2
+    second_runs = Effect.objects.filter(key__in=rerun, attempt=2)
+    assert set(second_runs.values_list("pid", flat=True)) == {survivor.pid}
+    assert set(Job.objects.values_list("id", flat=True)) == {r.id for r in results}
