@@ -209,6 +209,8 @@ class Worker:
         self._pass_failed = False
         self._last_claim_full = False
         self._stop_event = threading.Event()
+        self._abandoned_runs = 0
+        self._burst_hold = 0.0
 
     # -- one pass ---------------------------------------------------------------------------
 
@@ -410,6 +412,8 @@ class Worker:
                             run.outcome.state)
             elif run.outcome.uncount:
                 self.stats["interrupted"] += 1
+                if run.outcome.delay:  # handed back for later (a busy key): --burst waits it out
+                    self._burst_hold = max(self._burst_hold, time.monotonic() + run.outcome.delay)
             else:
                 self.stats["settled"] += 1
 
@@ -504,6 +508,7 @@ class Worker:
         self._collect()
         self._settle()
         abandoned = [str(r.id) for r in self.runs.values() if not r.finished.is_set()]
+        self._abandoned_runs = len(abandoned) + len(self._abandoned)
         if abandoned:
             log.error("jobs.worker.drain-abandoned worker=%s abandoned=%s", self.worker_id, ",".join(abandoned))
 
@@ -589,7 +594,8 @@ class Worker:
                         self._stop_event.wait(self._backoff)
                     continue
                 self._backoff = 0.0
-                if self.burst and not started and not self.runs and not self._pending and not self._abandoned:
+                if (self.burst and not started and not self.runs and not self._pending and not self._abandoned
+                        and time.monotonic() >= self._burst_hold):
                     break
                 if not self._done.empty():
                     idle_wait = self.poll_interval
@@ -607,7 +613,8 @@ class Worker:
                     timeout = max(0.0, min(timeout, self._drain_deadline - time.monotonic()))
                 self._wake.wait(timeout)
         finally:
-            self.close()
+            # Bodies abandoned at the drain deadline must not delay the exit: join nobody then.
+            self.close(wait=0.0 if self._abandoned_runs else 1.0)
             self.state = "stopped"
             log.info("jobs.worker.stopped worker=%s claimed=%s settled=%s interrupted=%s lost=%s", self.worker_id,
                      self.stats["claimed"], self.stats["settled"], self.stats["interrupted"], self.stats["lost"])

@@ -13,6 +13,14 @@ from ultimate_jobs.models import Job, JobLease
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def _wait_for_slot(run) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(200):
+        if run.slot is not None:
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the run never took its slot")
+
+
 def _finish(worker: Worker) -> None:
     for run in list(worker.runs.values()):
         run.finished.wait(10)
@@ -31,14 +39,13 @@ def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) 
 
     first = charge.enqueue(ref="a", account="acct-1")
     second = charge.enqueue(ref="b", account="acct-1")
-    other = charge.enqueue(ref="c", account="acct-2")
+    charge.enqueue(ref="c", account="acct-2")
     w1, w2 = Worker(queues=["default"], concurrency=1), Worker(queues=["default"], concurrency=5)
     (run1,) = w1.run_once()
     assert run1.id == first.id
+    _wait_for_slot(run1)  # the slot is taken on the body's thread; "b" must come after it
     w2.run_once()
-    for run in w2.runs.values():
-        if run.id == second.id:
-            run.finished.wait(10)
+    assert w2.runs[second.id].finished.wait(10)
     w2._collect()
     w2._settle()
     row = Job.objects.get(id=second.id)
@@ -64,7 +71,8 @@ def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:
     export.enqueue(ref="a", account="acct")
     refused = export.enqueue(ref="b", account="acct")
     w1, w2 = Worker(queues=["default"], concurrency=1), Worker(queues=["default"], concurrency=1)
-    w1.run_once()
+    (run1,) = w1.run_once()
+    _wait_for_slot(run1)
     w2.run_once()
     _finish(w2)
     gate.set()
@@ -122,3 +130,13 @@ def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen
     _finish(worker)
     row = Job.objects.get(id=r.id)
     assert (row.state, row.attempt) == ("ready", 0)
+
+
+def test_burst_runs_jobs_it_handed_back_for_a_busy_key(declare) -> None:  # type: ignore[no-untyped-def]
+    @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=Concurrency(key="{account}", limit=1))
+    def serial(ctx, *, ref: str, account: str) -> str:
+        return ref
+
+    serial.enqueue_many([{"ref": f"r{n}", "account": "one"} for n in range(4)])
+    Worker(queues=["default"], burst=True, concurrency=4).run(install_signals=False)
+    assert set(Job.objects.values_list("state", flat=True)) == {"done"}

@@ -85,4 +85,4 @@ class Command(BaseCommand):
             background.stop()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker stopped: claimed={stats['claimed']} settled={stats['settled']} "
-                              f"interrupted={stats['interrupted']} lost={stats['lost']}")
+                              f"interrupted={stats['interrupted']} shed={stats['shed']} lost={stats['lost']}")
