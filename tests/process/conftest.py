@@ -57,6 +57,18 @@ def wait_exit(proc: WorkerProcess, timeout: float) -> tuple[int, float]:
     return proc.wait(1), time.monotonic() - begin
 
 
+def stop_counts(proc: WorkerProcess) -> dict[str, int]:
+    """The counts on the worker's last ``worker stopped: claimed=N settled=N ...`` line."""
+    line = next(line for line in reversed(log_text(proc).splitlines()) if line.startswith("worker stopped:"))
+    return {key: int(value) for key, value in (part.split("=", 1) for part in line.split()[2:])}
+
+
+def assert_stopped_with(proc: WorkerProcess, **expected: int) -> None:
+    """The worker's stop line reports ``expected`` (other counts it may add are not compared)."""
+    counts = stop_counts(proc)
+    assert {key: counts.get(key) for key in expected} == expected, counts
+
+
 def job_states(**filters: Any) -> Counter[str]:
     from ultimate_jobs.models import Job
 

@@ -11,16 +11,11 @@ from django.utils import timezone
 
 from tests.app.jobs import flaky, other_queue, record
 from tests.app.models import Effect
-from tests.conftest import WorkerProcess
-from tests.process.conftest import Start, job_states, log_text, wait_exit
+from tests.process.conftest import Start, assert_stopped_with, job_states, log_text, wait_exit
 from ultimate_jobs import NO_TENANT, ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.process
-
-
-def stopped_line(proc: WorkerProcess) -> str:
-    return next(line for line in log_text(proc).splitlines() if line.startswith("worker stopped:"))
 
 
 def assert_untouched(job_id: object) -> None:
@@ -57,7 +52,7 @@ def test_a_worker_claims_only_job_names_registered_in_its_process(
     visible = {row["id"] for row in ops.list_jobs(state="ready")["jobs"]}
     assert visible == {str(orphan.id), str(local.id)}
     assert ops.get_job(orphan.id)["payload"] == {"invoice_id": 7}
-    assert stopped_line(worker) == "worker stopped: claimed=20 settled=20 interrupted=0 lost=0"
+    assert_stopped_with(worker, claimed=20, settled=20, interrupted=0, lost=0)
     assert {r.id for r in registered} == set(Job.objects.filter(state="done").values_list("id", flat=True))
 
 
@@ -75,7 +70,7 @@ def test_burst_exits_zero_once_nothing_is_runnable(worker_process: Start) -> Non
     assert (flaky_job["state"], flaky_job["attempt"], flaky_job["result"]) == ("done", 3, {"succeeded_on": 3})
     assert_delayed = Job.objects.get(id=later.id)
     assert (assert_delayed.state, assert_delayed.attempt) == ("delayed", 0)
-    assert stopped_line(worker) == "worker stopped: claimed=33 settled=33 interrupted=0 lost=0"
+    assert_stopped_with(worker, claimed=33, settled=33, interrupted=0, lost=0)
     assert "jobs.worker.stopped" in log_text(worker)
 
 
@@ -83,7 +78,7 @@ def test_burst_on_an_empty_queue_exits_zero_at_once(worker_process: Start) -> No
     worker = worker_process("--burst")
     code, took = wait_exit(worker, timeout=20)
     assert code == 0, log_text(worker)
-    assert stopped_line(worker) == "worker stopped: claimed=0 settled=0 interrupted=0 lost=0"
+    assert_stopped_with(worker, claimed=0, settled=0, interrupted=0, lost=0)
     assert took < 15
 
 
@@ -98,7 +93,7 @@ def test_a_worker_on_other_queues_does_not_take_default_jobs(worker_process: Sta
     assert ops.get_job(on_other.id)["state"] == "done"
     assert_untouched(on_default.id)
     assert not Effect.objects.filter(key="for-default").exists()
-    assert stopped_line(worker) == "worker stopped: claimed=1 settled=1 interrupted=0 lost=0"
+    assert_stopped_with(worker, claimed=1, settled=1, interrupted=0, lost=0)
 
     # The default job was runnable all along: a worker on its queue takes it.
     default_worker = worker_process("--queues", "default", "--burst")

@@ -14,7 +14,7 @@ from django.utils import timezone
 from tests.app.jobs import record, slow
 from tests.app.models import Effect
 from tests.conftest import WorkerProcess
-from tests.process.conftest import Start, log_text, wait_exit, wait_until
+from tests.process.conftest import Start, assert_stopped_with, log_text, wait_exit, wait_until
 from ultimate_jobs import NO_TENANT, Retry, ops
 from ultimate_jobs.models import Job
 
@@ -127,7 +127,7 @@ def test_a_stalled_worker_cannot_overwrite_the_job_another_worker_reclaimed(
     stalled.signal(signal.SIGTERM)
     code, _ = wait_exit(stalled, timeout=15)
     assert code == 0, log_text(stalled)
-    assert "worker stopped: claimed=1 settled=0 interrupted=0 lost=1" in log_text(stalled)
+    assert_stopped_with(stalled, claimed=1, settled=0, interrupted=0, lost=1)
     assert Job.objects.values().get(id=result.id) == settled
     assert [(e.attempt, e.pid) for e in starts("stall")] == [(1, stalled.pid), (2, rescuer.pid)]
     assert (2, rescuer.pid) in set(Effect.objects.filter(key="done:stall").values_list("attempt", "pid"))

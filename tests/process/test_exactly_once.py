@@ -11,7 +11,7 @@ from django.db.models import Count
 from tests.app.jobs import record
 from tests.app.models import Effect
 from tests.conftest import WorkerProcess
-from tests.process.conftest import Start, job_states, log_text, wait_exit, wait_until
+from tests.process.conftest import Start, job_states, log_text, stop_counts, wait_exit, wait_until
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.process
@@ -49,11 +49,10 @@ def drain_with_two_workers(started_worker: Start, total: int, timeout: float) ->
 
 
 def _claimed(worker: WorkerProcess) -> int:
-    line = next(line for line in log_text(worker).splitlines() if line.startswith("worker stopped:"))
-    fields = dict(part.split("=") for part in line.split()[2:])
-    assert fields["lost"] == "0" and fields["interrupted"] == "0", line
-    assert fields["claimed"] == fields["settled"], line
-    return int(fields["claimed"])
+    counts = stop_counts(worker)
+    assert counts["lost"] == 0 and counts["interrupted"] == 0, counts
+    assert counts["claimed"] == counts["settled"], counts
+    return counts["claimed"]
 
 
 @pytest.mark.postgres_only

@@ -11,7 +11,7 @@ import pytest
 from tests.app.jobs import async_pid, record, slow
 from tests.app.models import Effect
 from tests.conftest import WorkerProcess
-from tests.process.conftest import Start, job_states, log_text, wait_exit, wait_until
+from tests.process.conftest import Start, assert_stopped_with, job_states, log_text, wait_exit, wait_until
 from ultimate_jobs import ops
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.models import Job
@@ -42,7 +42,7 @@ def test_sigterm_to_an_idle_worker_exits_zero_within_one_poll_interval(
     assert took < idle_poll_max + EXIT_MARGIN, f"exited {took:.2f}s after SIGTERM"
     out = log_text(worker)
     assert "jobs.worker.draining" in out and "jobs.worker.stopped" in out
-    assert "worker stopped: claimed=0 settled=0 interrupted=0 lost=0" in out
+    assert_stopped_with(worker, claimed=0, settled=0, interrupted=0, lost=0)
 
 
 def test_sigterm_drains_a_running_job_back_to_ready_uncounted(started_worker: Start) -> None:
@@ -59,7 +59,7 @@ def test_sigterm_drains_a_running_job_back_to_ready_uncounted(started_worker: St
     # Back in the queue at once, the attempt handed back.
     assert (row.state, row.attempt, row.stop_reason) == ("ready", 0, None)
     assert not Effect.objects.filter(key="done:drained").exists()
-    assert "interrupted=1" in log_text(worker)
+    assert_stopped_with(worker, claimed=1, settled=0, interrupted=1, lost=0)
 
 
 def test_a_body_ignoring_the_drain_is_abandoned_at_the_drain_timeout_and_reclaimed(
@@ -123,4 +123,4 @@ def test_async_and_sync_jobs_both_finish_in_one_worker(worker_process: Start) ->
     assert max(r["started"] for r in results) < min(r["finished"] for r in results)
     assert set(Effect.objects.values_list("key", "pid")) == {(f"s{n}", worker.pid) for n in range(4)}
     assert {ops.get_job(r.id)["result"] for r in sync_jobs} == {"s0", "s1", "s2", "s3"}
-    assert "worker stopped: claimed=8 settled=8 interrupted=0 lost=0" in log_text(worker)
+    assert_stopped_with(worker, claimed=8, settled=8, interrupted=0, lost=0)
