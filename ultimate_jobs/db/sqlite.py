@@ -270,7 +270,7 @@ class SqliteStore:
                              now: datetime | None) -> LeaderLease:
         when = now or clock.now()
         stamp = ts(when)
-        with self._atomic(), self._cursor() as cursor:
+        with self._cursor() as cursor:  # one statement: no transaction to open around it
             cursor.execute(LEADER_ATTEMPT_ELECT, [name, holder, stamp, stamp,
                                                   ts(when + timedelta(seconds=ttl))])
             row = cursor.fetchone()
