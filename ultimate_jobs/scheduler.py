@@ -11,7 +11,9 @@ Usage::
 Options (default): ``tasks`` (every registered task), ``database`` (the ``DATABASE`` setting),
 ``lease`` (30s: the leader lease, renewed every third of it), ``burst`` (False: one round),
 ``drain_timeout`` (``DRAIN_TIMEOUT``: how long SIGTERM waits for the round in flight),
-``on_round`` (None: ``callable(scheduler, round)`` after each round, for tests).
+``holder`` ("<host>:<pid>:<random>"), ``lease_name`` ("scheduler": one lease per fleet),
+``on_round`` (None: ``callable(scheduler, round)`` after each round, for tests), ``force_leader``
+(False; tests only: act as leader whatever the lease says, to prove the watermark alone holds).
 
 A round renews (or takes) the lease, then, for each due task, asks for the lease again and
 writes the occurrence's jobs and the new watermark in one transaction, the watermark moved by
@@ -275,9 +277,10 @@ class Scheduler:
 
     def run(self, *, install_signals: bool = True) -> dict[str, int]:
         """Run rounds until stopped (or one, with ``burst``); answer the counts."""
+        previous: dict[int, Any] = {}
         if install_signals and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, self._on_signal)
         log.info("jobs.scheduler.started holder=%s tasks=%s lease=%.1fs", self.holder, len(self.tasks),
                  self.lease)
         backoff = 0.0
@@ -300,6 +303,10 @@ class Scheduler:
         finally:
             if not self._abandoned:
                 self.leadership.resign()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            if threading.current_thread() is not threading.main_thread():
+                self._close_connection()  # a role thread's connection dies with the thread: close it
             log.info("jobs.scheduler.stopped holder=%s rounds=%s fired=%s jobs=%s", self.holder,
                      self.stats["rounds"], self.stats["fired"], self.stats["jobs"])
         return dict(self.stats)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -276,3 +279,23 @@ def test_a_process_clock_ten_minutes_off_neither_fires_early_nor_steals_a_lease(
     assert report.leading and report.fired == ()  # the occurrence is 5 minutes away on the database clock
     assert SchedulerState.objects.get(name="t.in-five").watermark < real_now + timedelta(minutes=1)
     assert task_jobs("t.in-five") == []
+
+
+def test_jobs_scheduler_burst_runs_one_round_and_hands_the_lease_back(frozen_at) -> None:  # type: ignore[no-untyped-def]
+    frozen_at(utc(2026, 6, 1, 12, 10))
+
+    def burst() -> dict:  # type: ignore[type-arg]
+        out = StringIO()
+        call_command("jobs_scheduler", "--burst", "--json", stdout=out, verbosity=0)
+        return json.loads(out.getvalue())  # type: ignore[no-any-return]
+
+    first = burst()
+    assert (first["leading"], first["fired"]) == (True, [])  # the first start arms, fires nothing
+    assert SchedulerLeader.objects.get().expires_at <= clock.now()  # handed back after its one round
+    clock.freeze(utc(2026, 6, 1, 12, 17, 5))
+    second = burst()
+    assert [(f["task"], f["occurrence"]) for f in second["fired"]] == [
+        ("ultimate_jobs.retention", "2026-06-01T12:17:00Z")]
+    assert len(second["fired"][0]["jobs"]) == 1
+    with pytest.raises(CommandError):
+        call_command("jobs_scheduler", "--json", verbosity=0)
