@@ -1,7 +1,7 @@
 """Helpers for the scheduler tests: throwaway task declarations, a frozen clock, state rows.
 
-Import the fixtures into a test module (``from tests.scheduling import declare_task``); they
-live here rather than in conftest.py so the scheduler suite stays in its own files.
+A pytest plugin (``pytest_plugins`` in conftest.py): the fixtures live here so the scheduler
+suite stays in its own files.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def set_watermark(name: str, at: datetime) -> None:
     """Put a task's watermark at ``at`` (a simulated outage since then), creating the row."""
     from ultimate_jobs.models import SchedulerState
 
-    SchedulerState.objects.update_or_create(name=name, defaults={"watermark": at, "armed_at": at, "updated_at": at})
+    SchedulerState.objects.update_or_create(name=name,
+                                            defaults={"watermark": at, "armed_at": at, "updated_at": at})
 
 
 def task_jobs(name: str) -> list[tuple[str, str]]:

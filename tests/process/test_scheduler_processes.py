@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.conftest import ROOT, BACKEND, wait_for
+from tests.conftest import BACKEND, ROOT, wait_for
 from tests.scheduling import set_watermark
 from ultimate_jobs.models import Job, SchedulerLeader, SchedulerState
 from ultimate_jobs.tasks import occurrence_ms
@@ -68,8 +68,8 @@ def start(transactional_db: None) -> Iterator[Callable[..., SchedulerProcess]]:
     started: list[SchedulerProcess] = []
 
     def run(*args: str, faults: str | None = None, command: str = "jobs_scheduler") -> SchedulerProcess:
-        env = {**os.environ, "JOBS_TEST_DB": BACKEND, "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
-               "PYTHONPATH": str(ROOT), "JOBS_TEST_TASKS": "1"}
+        env = {**os.environ, "JOBS_TEST_DB": BACKEND, "PYTHONPATH": str(ROOT), "JOBS_TEST_TASKS": "1",
+               "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"])}
         env.pop("ULTIMATE_JOBS_FAULTS", None)
         if faults:
             env["ULTIMATE_JOBS_FAULTS"] = faults
@@ -128,7 +128,8 @@ def test_a_leader_whose_lease_expires_mid_round_stops_and_the_next_leader_finish
     second = start("--lease", "2s")
     wait_for(lambda: "stopped-dispatching" in first.output(), timeout=30)
     assert "jobs.scheduler.leadership-lost" in first.output()
-    wait_for(lambda: Job.objects.filter(idempotency_key__startswith="tests.catch_b:").count() >= 3, timeout=15)
+    catch_b = Job.objects.filter(idempotency_key__startswith="tests.catch_b:")
+    wait_for(lambda: catch_b.count() >= 3, timeout=15)
     for proc in (first, second):
         proc.signal(signal.SIGTERM)
     assert first.wait(30) == 0 and second.wait(30) == 0
@@ -151,7 +152,8 @@ def test_sigterm_finishes_the_round_then_hands_the_lease_over(start) -> None:
     assert first.wait(30) == 0
     out = first.output()
     assert {task for task, _ in fires(first)} >= {"tests.catch_a", "tests.catch_b"}  # the round finished
-    assert "jobs.scheduler.released" in out and out.index("jobs.scheduler.released") > out.rindex("fired task=")
+    assert "jobs.scheduler.released" in out
+    assert out.index("jobs.scheduler.released") > out.rindex("fired task=")
     assert lease().expires_at <= db_now()
     taken_at = time.monotonic()
     second = start()  # its default 30 s lease would block a takeover for 30 s had the lease not been released

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.app import jobs
-from tests.scheduling import declare_task, frozen_at, set_watermark, task_jobs, utc  # noqa: F401
+from tests.scheduling import set_watermark, task_jobs, utc
 from ultimate_jobs import Scheduler, Worker, clock, faults, ops
 from ultimate_jobs.models import Job, SchedulerLeader, SchedulerState
 from ultimate_jobs.tasks import occurrence_ms
@@ -137,7 +137,8 @@ def test_a_leader_whose_lease_expired_mid_round_stops_and_the_new_leader_does_no
     assert not first.run_once().leading  # and it stays a standby while the lease is live
 
 
-def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(  # type: ignore[no-untyped-def]
+        declare_task, frozen_at) -> None:
     every = minutely(declare_task)
     frozen_at(T0)
     one = Scheduler(tasks=[every], holder="one", force_leader=True)
@@ -202,7 +203,8 @@ def test_the_idle_scheduler_reads_no_task_state(declare_task, frozen_at) -> None
     assert len(queries.captured_queries) == (5 if connection.vendor == "sqlite" else 0)
 
 
-def test_an_input_callable_that_raises_fires_nothing_and_keeps_the_watermark(declare_task, frozen_at, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_an_input_callable_that_raises_fires_nothing_and_keeps_the_watermark(  # type: ignore[no-untyped-def]
+        declare_task, frozen_at, caplog) -> None:
     broken = {"yes": True}
 
     def inputs(at: datetime) -> dict[str, str]:
