@@ -301,3 +301,38 @@ def test_jobs_scheduler_burst_runs_one_round_and_hands_the_lease_back(frozen_at)
     assert len(second["fired"][0]["jobs"]) == 1
     with pytest.raises(CommandError):
         call_command("jobs_scheduler", "--json", verbosity=0)
+
+
+@pytest.mark.postgres_only
+def test_two_forced_leaders_racing_on_their_own_connections_fire_each_occurrence_once(  # type: ignore[no-untyped-def]
+        declare_task, frozen_at) -> None:
+    every = minutely(declare_task)
+    frozen_at(T0)
+    schedulers = {who: Scheduler(tasks=[every], holder=who, force_leader=True) for who in ("a", "b")}
+    start, end = threading.Barrier(3), threading.Barrier(3)
+    fired_by: dict[str, list[datetime]] = {"a": [], "b": []}
+    rounds = 12
+
+    def race(who: str) -> None:
+        try:
+            for _ in range(rounds + 1):
+                start.wait(10)
+                fired_by[who].extend(f.occurrence for f in schedulers[who].run_once().fired)
+                end.wait(10)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=race, args=(who,)) for who in schedulers]
+    for thread in threads:
+        thread.start()
+    for _ in range(rounds + 1):  # round 0 arms; each later round both race for one new occurrence
+        start.wait(10)
+        end.wait(10)
+        Job.objects.update(state="done", finished_at=clock.now())  # finished: the live key dedupes nothing
+        clock.advance(60)
+    for thread in threads:
+        thread.join(10)
+    occurrences = sorted(fired_by["a"] + fired_by["b"])
+    assert len(occurrences) == rounds and len(set(occurrences)) == rounds
+    assert Job.objects.count() == rounds
+    assert SchedulerState.objects.get(name="t.minutely").fires == rounds
