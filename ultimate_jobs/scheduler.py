@@ -190,7 +190,9 @@ class Scheduler:
         return cached[1]
 
     def _next_due(self, states: dict[str, TaskState]) -> datetime | None:
-        due = [self._next_occurrence(t, states[t.name]) for t in self.tasks if not states[t.name].paused]
+        """The next occurrence of any task that may fire (a task backing off counts by its retry time)."""
+        due = [self._next_occurrence(t, states[t.name]) for t in self.tasks
+               if not states[t.name].paused and not self._backing_off(t.name)]
         return min(due) if due else None
 
     def _dispatch(self, handle: TaskHandle, state: TaskState, now: datetime) -> list[Fire]:
