@@ -19,6 +19,8 @@ from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
 from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
 from .errors import JobCancelled, JobsError, RetryAfter, Terminal
 from .retry import Retry, register_error_retry, retry_schedule
+from .scheduler import Scheduler
+from .tasks import TaskHandle, registered_tasks, task
 from .worker import Worker
 
 __all__ = [
@@ -33,10 +35,14 @@ __all__ = [
     "NO_TENANT",
     "Retry",
     "RetryAfter",
+    "Scheduler",
+    "TaskHandle",
     "Terminal",
     "Worker",
     "job",
     "register_error_retry",
     "registered_jobs",
+    "registered_tasks",
     "retry_schedule",
+    "task",
 ]

@@ -1,6 +1,6 @@
 """Internal: the one enqueue path.
 
-Every enqueue (the handle, ``using(...)``, ``enqueue_many``; later the scheduler and the relay)
+Every enqueue (the handle, ``using(...)``, ``enqueue_many``, the scheduler; later the relay)
 ends in ``submit()``. All validation happens first, so a refused call writes nothing; the rows
 then go to the store in one statement per 1,000.
 """
@@ -20,7 +20,7 @@ from django.utils.module_loading import import_string
 
 from . import clock
 from .conf import get_settings
-from .declaration import check_queue_name
+from .declaration import MAX_KEY_CHARS, check_queue_name
 from .durations import to_seconds
 from .errors import (
     X_CONFIG_INVALID,
@@ -90,6 +90,9 @@ class EnqueueOptions:
     enqueued_by: str | None
     enqueuer_tenant: str | None
     database: str | None
+    # Prepended to the job's own key. The scheduler scopes a key to one occurrence with it
+    # ("<task>:<occurrence ms>:"), so the same job fired by two ticks is two runs.
+    key_prefix: str = ""
 
     @classmethod
     def build(cls, handle: JobHandle, *, delay: Any, run_at: Any, queue: str | None, priority: int | None,
@@ -153,6 +156,12 @@ class EnqueueOptions:
         handle = self.handle
         payload = handle.encode_input(values)
         key = handle.idempotency_key_for(**values)
+        if self.key_prefix:
+            key = self.key_prefix + key
+            if len(key) > MAX_KEY_CHARS:
+                raise JobsError(X_JOB_INPUT_INVALID, f"{handle.name}: the idempotency key with its prefix "
+                                f"{self.key_prefix!r} is over {MAX_KEY_CHARS} characters.",
+                                "Key jobs by ids, and keep task names short.")
         own_tenant = handle.tenant_for(**values)
         claimed = self.tenant_id if self.tenant_id is not None else self.enqueuer_tenant
         if self.tenant_id is not None and self.enqueuer_tenant is not None and self.tenant_id != self.enqueuer_tenant:

@@ -93,6 +93,18 @@ X_LEASE_LAPSED = register(
     "X_LEASE_LAPSED", "The worker died or stalled past VISIBILITY_TIMEOUT on the final attempt; retry the job."
 )
 
+X_TASK_DECLARATION_INVALID = register(
+    "X_TASK_DECLARATION_INVALID",
+    'Correct the named task() option: an IANA tz such as "Europe/Berlin", a five-field cron, '
+    'catch_up "skip", "run-once" or "run-all", max_catch_up >= 1.',
+)
+X_TASK_DUPLICATE = register(
+    "X_TASK_DUPLICATE", "Give each task its own name= (a name keys its watermark: keep it)."
+)
+X_TASK_NOT_FOUND = register(
+    "X_TASK_NOT_FOUND", "Pass a task handle or the name of a task declared in an installed app's jobs module."
+)
+
 
 class JobsError(Exception):
     """A refusal or failure with a code, a cause and a one-line fix."""

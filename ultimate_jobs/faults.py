@@ -1,87 +1,135 @@
 """Test-only fault hooks: named points in the code where a crash test can strike.
 
-Usage (in a test, for a worker subprocess)::
+Usage (a worker subprocess in a test; production never sets the variable)::
 
-    env = {"ULTIMATE_JOBS_FAULTS": "after_claim=kill"}            # SIGKILL right after a claim
-    env = {"ULTIMATE_JOBS_FAULTS": "before_ack=sleep:5,after_checkpoint_commit=raise"}
+    env = {"ULTIMATE_JOBS_FAULTS": "after_claim=kill"}                  # SIGKILL right after a claim
+    env = {"ULTIMATE_JOBS_FAULTS": "before_ack=sleep:5,scheduler_after_fire=raise@2"}
+
+    with faults.armed({"scheduler_after_fire": callback}):              # in-process tests
+        ...
 
 Options: ``ULTIMATE_JOBS_FAULTS`` is read once per process: comma-separated ``point=action``
-pairs. Actions: ``kill`` (SIGKILL this process), ``raise`` (``OperationalError``, as if the
-connection dropped), ``sleep:<seconds>``. ``point=action@N`` strikes only the Nth time the point
-is reached (1-based). Unset, every point is a dictionary lookup that does nothing: production
-never arms them.
+pairs. Actions: ``kill`` (SIGKILL this process: no ``finally``, no handler, like a power cut),
+``raise`` (``FaultInjected``, an ``OperationalError``, as if the connection dropped),
+``sleep:<seconds>`` (stall there), or in-process a callable. ``point=action@N`` strikes only
+the Nth time the point is reached (1-based). Unknown points or actions are refused
+(``X_CONFIG_INVALID``), so a typo cannot make a crash test pass by testing nothing. Unarmed,
+a point is one dictionary lookup.
 
 Points: ``after_claim``, ``before_step_body``, ``after_step_body_before_checkpoint``,
 ``after_checkpoint_commit``, ``before_ack``, ``relay_after_publish_before_mark``,
-``scheduler_after_fire``, ``leader_before_renew``.
+``scheduler_after_fire`` (an occurrence's jobs and watermark just committed),
+``leader_before_renew`` (a leader is about to renew its lease).
 
 Logged events: ``jobs.fault.struck``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
+
+from django.db import OperationalError
+
+from .errors import X_CONFIG_INVALID, JobsError
 
 log = logging.getLogger("ultimate_jobs")
 
+ENV = "ULTIMATE_JOBS_FAULTS"
 POINTS = frozenset({
     "after_claim", "before_step_body", "after_step_body_before_checkpoint", "after_checkpoint_commit",
     "before_ack", "relay_after_publish_before_mark", "scheduler_after_fire", "leader_before_renew",
 })
-ENV = "ULTIMATE_JOBS_FAULTS"
+Action = str | Callable[[], None]
 
-_armed: dict[str, tuple[str, int | None]] | None = None
+_armed: dict[str, tuple[Action, int | None]] | None = None
 _hits: dict[str, int] = {}
 _lock = threading.Lock()
 
 
-def _parse(spec: str) -> dict[str, tuple[str, int | None]]:
-    armed: dict[str, tuple[str, int | None]] = {}
+class FaultInjected(OperationalError):
+    """Raised by a point armed with ``raise``: looks like a dropped connection to the code under test."""
+
+
+def _check(point: str, action: Action) -> tuple[Action, int | None]:
+    if point not in POINTS:
+        raise JobsError(X_CONFIG_INVALID, f"{ENV} names an unknown fault point {point!r}.",
+                        f"Use one of {', '.join(sorted(POINTS))}.")
+    if callable(action):
+        return action, None
+    nth = None
+    if "@" in action:
+        action, _, count = action.partition("@")
+        if not count.isdigit() or int(count) < 1:
+            raise JobsError(X_CONFIG_INVALID, f"{ENV}: {point}={action}@{count} needs a hit number >= 1.")
+        nth = int(count)
+    if action in ("raise", "kill"):
+        return action, nth
+    if action.startswith("sleep:"):
+        try:
+            float(action[6:])
+        except ValueError:
+            pass
+        else:
+            return action, nth
+    raise JobsError(X_CONFIG_INVALID, f"{ENV}: {point}={action!r} is not an action.",
+                    'Use "sleep:<seconds>", "raise" or "kill", optionally "@N".')
+
+
+def _parse(spec: str) -> dict[str, tuple[Action, int | None]]:
+    found: dict[str, tuple[Action, int | None]] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         point, _, action = part.partition("=")
-        nth = None
-        if "@" in action:
-            action, _, count = action.partition("@")
-            nth = int(count)
-        if point not in POINTS:
-            raise ValueError(f"{ENV}: unknown fault point {point!r}; known: {', '.join(sorted(POINTS))}")
-        if action not in ("kill", "raise") and not action.startswith("sleep:"):
-            raise ValueError(f"{ENV}: unknown action {action!r} (kill, raise, sleep:<s>)")
-        armed[point] = (action, nth)
-    return armed
+        found[point] = _check(point, action)
+    return found
 
 
 def arm(spec: str | None) -> None:
-    """Arm points from a spec string (``None``: read the environment again). Test support."""
+    """Arm points from a spec string; ``None`` reads the environment again (test support)."""
     global _armed
     with _lock:
-        _armed = _parse(spec if spec is not None else os.environ.get(ENV, ""))
+        _armed = _parse(os.environ.get(ENV, "") if spec is None else spec)
         _hits.clear()
+
+
+@contextlib.contextmanager
+def armed(actions: Mapping[str, Action]) -> Iterator[None]:
+    """Arm points for the duration of a ``with`` block (in-process tests)."""
+    global _armed
+    if _armed is None:
+        arm(None)
+    before = _armed
+    _armed = {**(before or {}), **{name: _check(name, action) for name, action in actions.items()}}
+    try:
+        yield
+    finally:
+        _armed = before
 
 
 def fault(point: str) -> None:
     """Strike at ``point`` if a test armed it; otherwise do nothing."""
     if _armed is None:
         arm(None)
-    assert _armed is not None
-    armed = _armed.get(point)
-    if armed is None:
+    armed_action = _armed.get(point) if _armed is not None else None
+    if armed_action is None:
         return
-    action, nth = armed
+    action, nth = armed_action
     with _lock:
         _hits[point] = _hits.get(point, 0) + 1
         if nth is not None and _hits[point] != nth:
             return
-    log.warning("jobs.fault.struck point=%s action=%s pid=%s", point, action, os.getpid())
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
+    log.warning("jobs.fault.struck point=%s action=%s pid=%s", point,
+                action if isinstance(action, str) else "callable", os.getpid())
+    if callable(action):
+        action()
     elif action == "raise":
-        from django.db import OperationalError
-
-        raise OperationalError(f"fault injected at {point}")
+        raise FaultInjected(f"fault injected at {point}")
+    elif action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
     else:
-        time.sleep(float(action.split(":", 1)[1]))
+        time.sleep(float(action[6:]))

@@ -150,3 +150,7 @@ def _id_prefix(query: Any, prefix: str) -> Any:
     low = UUID(digits.ljust(32, "0"))
     high = UUID(digits.ljust(32, "f"))
     return query.filter(id__gte=low, id__lte=high)
+
+
+# Scheduled tasks: pause_task, resume_task, paused_tasks, task_fires, next_task_run.
+from .tasks_ops import next_task_run, pause_task, paused_tasks, resume_task, task_fires  # noqa: E402,F401

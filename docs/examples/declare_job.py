@@ -94,7 +94,7 @@ if __name__ == "__main__":
 #            {'name': 'invoice_id', 'required': True, 'annotation': 'int'},
 #            {'name': 'notify', 'required': False, 'annotation': 'bool'}]}
 # vacuum retry: 2 | concurrency: {'limit': 1, 'keyed': False, 'when_busy': 'wait'}
-# registered: ['billing.invoice', 'maintenance.vacuum']
+# registered: ['billing.invoice', 'maintenance.vacuum', 'ultimate_jobs.purge_retention']
 # no idempotency_key: X_IDEMPOTENCY_REQUIRED
 # no tenant: X_JOB_TENANT_REQUIRED
 # same name twice: X_JOB_DUPLICATE

@@ -136,3 +136,16 @@ if os.environ.get("JOBS_TEST_DEPLOY_EXTRA") == "1":
         if ctx.cancelled.wait(seconds):
             ctx.cancelled.check()
         return key
+
+
+@job(name="tests.tick", idempotency_key="{task}", tenant=NO_TENANT)
+def tick(ctx, *, task: str) -> str:
+    """What the scheduler process tests' tasks enqueue."""
+    return task
+
+
+# Scheduled tasks only for the scheduler process tests (JOBS_TEST_TASKS=1): every jobs_worker
+# process runs the scheduler role, so tasks declared here unconditionally would fire into the
+# other process tests' databases.
+if os.environ.get("JOBS_TEST_TASKS") == "1":
+    from . import scheduled  # noqa: F401

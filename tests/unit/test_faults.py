@@ -1,7 +1,7 @@
 import pytest
 from django.db import OperationalError
 
-from ultimate_jobs import faults
+from ultimate_jobs import JobsError, faults
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,15 @@ def test_an_armed_point_raises_on_its_nth_hit_only() -> None:
 
 
 def test_unknown_points_and_actions_are_refused() -> None:
-    with pytest.raises(ValueError):
-        faults.arm("no_such_point=kill")
-    with pytest.raises(ValueError):
-        faults.arm("before_ack=explode")
+    for spec in ["no_such_point=kill", "before_ack=explode", "before_ack=raise@0"]:
+        with pytest.raises(JobsError) as err:
+            faults.arm(spec)
+        assert err.value.code == "X_CONFIG_INVALID"
+
+
+def test_armed_takes_a_callable_for_in_process_tests() -> None:
+    seen: list[str] = []
+    with faults.armed({"leader_before_renew": lambda: seen.append("struck")}):
+        faults.fault("leader_before_renew")
+    faults.fault("leader_before_renew")
+    assert seen == ["struck"]

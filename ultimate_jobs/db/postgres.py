@@ -1,10 +1,11 @@
 """Internal: the PostgreSQL store: every raw statement ultimate_jobs sends to PostgreSQL.
 
 Raw SQL only where the ORM cannot say it: the claim CTE with ``FOR UPDATE SKIP LOCKED``,
-``ON CONFLICT`` on the live-key index expression, batched settles over ``unnest`` arrays and
-``LISTEN/NOTIFY``. Each constant carries its method's name. Every deadline is computed from
-``coalesce(%(now)s, now())``: NULL in production, so the database clock decides. Arrays are
-sent in binary (``%(name)b``): no text quoting of thousands of elements.
+``ON CONFLICT`` on the live-key index expression, batched settles over ``unnest`` arrays,
+``LISTEN/NOTIFY``, the scheduler lease upsert and the batched retention purge. Each constant
+carries its method's name. Every deadline is computed from ``coalesce(%(now)s, now())``: NULL
+in production, so the database clock decides. Arrays are sent in binary (``%(name)b``): no text
+quoting of thousands of elements.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 from uuid import UUID
 
-from .store import ClaimedJob, Settlement
+from .store import ClaimedJob, LeaderLease, Settlement
 
 if TYPE_CHECKING:
     from ..enqueue import JobRow
@@ -215,6 +216,63 @@ DELETE FROM ultimate_jobs_joblease
  WHERE lease_key = %(key)s AND slot = %(slot)s AND holder = %(holder)s AND job_id = %(job_id)s
 """
 
+LEADER_ATTEMPT_ELECT: LiteralString = """
+-- Take the scheduler lease when it is free or lapsed, or renew it when this holder has it: one
+-- upsert, decided on the database clock so a process with a skewed clock neither steals a live
+-- lease nor keeps one past its expiry. `cur` is read before the upsert (same snapshot) so a
+-- standby learns when the holder's lease ends; `t.now` is every process's shared "now".
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+cur AS (SELECT c.holder, c.expires_at, c.version FROM ultimate_jobs_schedulerleader AS c
+         WHERE c.name = %(name)s),
+up AS (
+    INSERT INTO ultimate_jobs_schedulerleader AS l
+           (name, holder, acquired_at, renewed_at, expires_at, version)
+    SELECT %(name)s, %(holder)s, t.now, t.now, t.now + %(ttl)s * interval '1 second', 0 FROM t
+    ON CONFLICT (name) DO UPDATE
+       SET holder = excluded.holder,
+           acquired_at = CASE WHEN l.holder = excluded.holder THEN l.acquired_at
+                              ELSE excluded.acquired_at END,
+           renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
+     WHERE l.holder = excluded.holder OR l.expires_at <= excluded.renewed_at
+    RETURNING l.holder, l.expires_at, l.version)
+SELECT t.now, up.holder IS NOT NULL, coalesce(up.expires_at, cur.expires_at), coalesce(up.holder, cur.holder),
+       coalesce(up.version, cur.version, 0)
+  FROM t LEFT JOIN up ON true LEFT JOIN cur ON true
+"""
+
+LEADER_RESIGN: LiteralString = """
+-- Hand the lease back at once (after the last round finished), so a standby takes over now
+-- rather than at expiry. Fenced on the holder: a lease already taken by another is not touched.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE ultimate_jobs_schedulerleader AS l SET expires_at = t.now, renewed_at = t.now
+  FROM t
+ WHERE l.name = %(name)s AND l.holder = %(holder)s AND l.expires_at > t.now
+RETURNING l.name
+"""
+
+JOB_PURGE_FINISHED: LiteralString = """
+-- Delete one batch of finished jobs past their retention (done after done_retention; dead,
+-- failed and cancelled after dead_retention), then the steps of runs left with no job. SKIP
+-- LOCKED lets two purges share the work; the batch bounds each transaction. The orphan check
+-- excludes `doomed` because a data-modifying CTE's siblings still see the deleted rows.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+doomed AS (
+    SELECT j.id, j.run_id FROM ultimate_jobs_job AS j, t
+     WHERE (j.state = 'done' AND j.finished_at < t.now - %(done_retention)s * interval '1 second')
+        OR (j.state IN ('dead', 'failed', 'cancelled')
+            AND j.finished_at < t.now - %(dead_retention)s * interval '1 second')
+     LIMIT %(limit)s
+       FOR UPDATE OF j SKIP LOCKED),
+gone AS (DELETE FROM ultimate_jobs_job AS j USING doomed WHERE j.id = doomed.id RETURNING j.run_id),
+steps AS (
+    DELETE FROM ultimate_jobs_jobstep AS s
+     WHERE s.run_id IN (SELECT g.run_id FROM gone AS g)
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
+                        WHERE k.run_id = s.run_id AND k.id NOT IN (SELECT d.id FROM doomed AS d))
+    RETURNING s.id)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM steps)
+"""
+
 LISTEN: LiteralString = "LISTEN ultimate_jobs"
 
 
@@ -381,3 +439,23 @@ class PostgresStore:
             cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "names": list(names),
                                         "no_dead_letter": list(no_dead_letter)})
             return cursor.fetchall()
+
+    def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
+                             now: datetime | None) -> LeaderLease:
+        with self._cursor() as cursor:
+            cursor.execute(LEADER_ATTEMPT_ELECT, {"name": name, "holder": holder, "ttl": ttl, "now": now})
+            db_now, leading, expires_at, current, version = cursor.fetchone()
+        return LeaderLease(leading, db_now, expires_at, current, version)
+
+    def leader_resign(self, *, name: str, holder: str, now: datetime | None) -> bool:
+        with self._cursor() as cursor:
+            cursor.execute(LEADER_RESIGN, {"name": name, "holder": holder, "now": now})
+            return bool(cursor.fetchall())
+
+    def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
+                           now: datetime | None) -> tuple[int, int]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_PURGE_FINISHED, {"done_retention": done_retention,
+                                                "dead_retention": dead_retention, "limit": limit, "now": now})
+            jobs, steps = cursor.fetchone()
+        return int(jobs), int(steps)

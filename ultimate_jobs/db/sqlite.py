@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, LiteralString
 from uuid import UUID
 
 from .. import clock
-from .store import ClaimedJob, Settlement
+from .store import ClaimedJob, LeaderLease, Settlement
 
 if TYPE_CHECKING:
     from ..enqueue import JobRow
@@ -113,6 +113,48 @@ LEASE_RELEASE: LiteralString = """
 DELETE FROM ultimate_jobs_joblease WHERE lease_key = %s AND slot = %s AND holder = %s AND job_id = %s
 """
 
+LEADER_ATTEMPT_ELECT: LiteralString = """
+-- Take the scheduler lease when it is free or lapsed, or renew it when this holder has it: one
+-- upsert. A refused upsert returns no row.
+INSERT INTO ultimate_jobs_schedulerleader (name, holder, acquired_at, renewed_at, expires_at, version)
+VALUES (%s, %s, %s, %s, %s, 0)
+ON CONFLICT (name) DO UPDATE
+   SET holder = excluded.holder,
+       acquired_at = CASE WHEN holder = excluded.holder THEN acquired_at ELSE excluded.acquired_at END,
+       renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
+ WHERE holder = excluded.holder OR expires_at <= excluded.renewed_at
+RETURNING holder, expires_at, version
+"""
+
+LEADER_READ: LiteralString = """
+-- Who holds the lease and until when, for a standby that lost the election.
+SELECT holder, expires_at, version FROM ultimate_jobs_schedulerleader WHERE name = %s
+"""
+
+LEADER_RESIGN: LiteralString = """
+-- Hand the lease back at once, fenced on the holder.
+UPDATE ultimate_jobs_schedulerleader SET expires_at = %s, renewed_at = %s
+ WHERE name = %s AND holder = %s AND expires_at > %s
+"""
+
+JOB_PURGE_PICK: LiteralString = """
+-- One batch of finished jobs past their retention: done after done_retention; dead, failed
+-- and cancelled after dead_retention.
+SELECT id, run_id FROM ultimate_jobs_job
+ WHERE (state = 'done' AND finished_at < %s)
+    OR (state IN ('dead', 'failed', 'cancelled') AND finished_at < %s)
+ LIMIT %s
+"""
+
+JOB_PURGE_DELETE: LiteralString = "DELETE FROM ultimate_jobs_job WHERE id IN ({ids})"
+
+JOB_STEP_PURGE_ORPHANS: LiteralString = """
+-- The steps of the purged runs that no job row refers to any more.
+DELETE FROM ultimate_jobs_jobstep
+ WHERE run_id IN ({run_ids})
+   AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k WHERE k.run_id = ultimate_jobs_jobstep.run_id)
+"""
+
 _TERMINAL = ("done", "failed", "dead", "cancelled")
 
 
@@ -128,6 +170,12 @@ def _text_ts(value: str | datetime) -> str:
     if isinstance(value, datetime):
         return ts(value if value.tzinfo else value.replace(tzinfo=UTC)) or ""
     return value
+
+
+def _parse_ts(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 def _uuid(value: Any) -> UUID:
@@ -291,3 +339,39 @@ class SqliteStore:
                 if cursor.rowcount == 1:
                     rescued.append((_uuid(job_id), name, queue, state))
         return rescued
+
+    def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
+                             now: datetime | None) -> LeaderLease:
+        when = now or clock.now()
+        stamp = ts(when)
+        with self._cursor() as cursor:  # one statement: no transaction to open around it
+            cursor.execute(LEADER_ATTEMPT_ELECT, [name, holder, stamp, stamp,
+                                                  ts(when + timedelta(seconds=ttl))])
+            row = cursor.fetchone()
+            leading = row is not None
+            if row is None:
+                cursor.execute(LEADER_READ, [name])
+                row = cursor.fetchone()
+        current, expires_at, version = row if row is not None else (None, None, 0)
+        return LeaderLease(leading, when, _parse_ts(expires_at), current, int(version))
+
+    def leader_resign(self, *, name: str, holder: str, now: datetime | None) -> bool:
+        stamp = ts(now or clock.now())
+        with self._cursor() as cursor:
+            cursor.execute(LEADER_RESIGN, [stamp, stamp, name, holder, stamp])
+            return bool(cursor.rowcount == 1)
+
+    def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
+                           now: datetime | None) -> tuple[int, int]:
+        when = now or clock.now()
+        with self._atomic(), self._cursor() as cursor:
+            cursor.execute(JOB_PURGE_PICK, [ts(when - timedelta(seconds=done_retention)),
+                                            ts(when - timedelta(seconds=dead_retention)), limit])
+            picked = cursor.fetchall()
+            if not picked:
+                return 0, 0
+            ids, run_ids = [row[0] for row in picked], sorted({row[1] for row in picked})
+            cursor.execute(JOB_PURGE_DELETE.format(ids=", ".join(["%s"] * len(ids))), ids)
+            jobs = cursor.rowcount
+            cursor.execute(JOB_STEP_PURGE_ORPHANS.format(run_ids=", ".join(["%s"] * len(run_ids))), run_ids)
+            return jobs, cursor.rowcount

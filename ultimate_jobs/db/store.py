@@ -49,6 +49,17 @@ class Settlement(NamedTuple):
     uncount: bool = False
 
 
+class LeaderLease(NamedTuple):
+    """One election's answer. ``now`` is the database's clock (the process clock on SQLite);
+    ``expires_at`` is this lease's expiry when ``leading``, else the current holder's."""
+
+    leading: bool
+    now: datetime
+    expires_at: datetime | None
+    holder: str | None
+    version: int
+
+
 class Store(Protocol):
     alias: str
     supports_listen_notify: bool
@@ -79,3 +90,11 @@ class Store(Protocol):
 
     def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
                    limit: int = 500) -> list[tuple]: ...
+
+    def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
+                             now: datetime | None) -> LeaderLease: ...
+
+    def leader_resign(self, *, name: str, holder: str, now: datetime | None) -> bool: ...
+
+    def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
+                           now: datetime | None) -> tuple[int, int]: ...
