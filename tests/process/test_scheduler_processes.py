@@ -124,7 +124,7 @@ def test_a_leader_whose_lease_expires_mid_round_stops_and_the_next_leader_finish
     set_watermark("tests.catch_a", behind)
     set_watermark("tests.catch_b", behind)
     first = start("--lease", "2s", faults="scheduler_after_fire=sleep:8")
-    wait_for(lambda: "jobs.fault point=scheduler_after_fire" in first.output(), timeout=30)
+    wait_for(lambda: "jobs.fault.struck point=scheduler_after_fire" in first.output(), timeout=30)
     second = start("--lease", "2s")
     wait_for(lambda: "stopped-dispatching" in first.output(), timeout=30)
     assert "jobs.scheduler.leadership-lost" in first.output()
@@ -147,7 +147,7 @@ def test_sigterm_finishes_the_round_then_hands_the_lease_over(start) -> None:
     set_watermark("tests.catch_a", behind)
     set_watermark("tests.catch_b", behind)
     first = start(faults="scheduler_after_fire=sleep:2")
-    wait_for(lambda: "jobs.fault point=scheduler_after_fire" in first.output(), timeout=30)
+    wait_for(lambda: "jobs.fault.struck point=scheduler_after_fire" in first.output(), timeout=30)
     first.signal(signal.SIGTERM)  # mid-round: catch_a is committed, catch_b is still to come
     assert first.wait(30) == 0
     out = first.output()
@@ -167,7 +167,7 @@ def test_sigterm_finishes_the_round_then_hands_the_lease_over(start) -> None:
 def test_an_abandoned_round_does_not_release_the_lease(start) -> None:
     set_watermark("tests.catch_a", db_now() - timedelta(minutes=10))
     first = start("--lease", "6s", "--drain-timeout", "1s", faults="scheduler_after_fire=sleep:60")
-    wait_for(lambda: "jobs.fault point=scheduler_after_fire" in first.output(), timeout=30)
+    wait_for(lambda: "jobs.fault.struck point=scheduler_after_fire" in first.output(), timeout=30)
     first.signal(signal.SIGTERM)
     assert first.wait(30) == 1
     out = first.output()
