@@ -67,6 +67,7 @@ UPDATE ultimate_jobs_job
        last_error = coalesce(%s, last_error), error_code = coalesce(%s, error_code), stop_reason = %s,
        run_at = coalesce(%s, run_at), visible_at = NULL, finished_at = %s, updated_at = %s
  WHERE id = %s AND claim = %s AND state = 'running'
+RETURNING name, queue
 """
 
 JOB_HEARTBEAT: LiteralString = """
@@ -89,7 +90,37 @@ UPDATE ultimate_jobs_job
  WHERE id = %s AND claim IS %s AND state = 'running'
 """
 
+COUNTER_ADD: LiteralString = """
+-- Add to one outcome counter row (one tier's bucket, or the all-time row with width 0). Called
+-- inside the settling transaction, so a count never disagrees with a settle that rolled back.
+INSERT INTO ultimate_jobs_jobcounter (name, queue, outcome, width, bucket, shard, count)
+VALUES (%s, %s, %s, %s, %s, 0, %s)
+ON CONFLICT (name, queue, outcome, width, bucket, shard)
+DO UPDATE SET count = ultimate_jobs_jobcounter.count + excluded.count
+"""
+
+_WIDTHS = (0, 60, 300, 3600)  # the all-time row, then the tiers of models/operations.py
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_OUTCOMES = {"retry": "retried", "ready": "interrupted"}
+
 _TERMINAL = ("done", "failed", "dead", "cancelled")
+
+
+def _bucket(when: datetime, width: int) -> str | None:
+    if width == 0:
+        return ts(_EPOCH)
+    epoch = int(when.timestamp())
+    return ts(datetime.fromtimestamp(epoch - epoch % width, UTC))
+
+
+def _count(cursor: Any, events: Sequence[tuple[str, str, str]], when: datetime) -> None:
+    """Add ``(name, queue, outcome)`` events to every tier, one upsert per distinct key and tier."""
+    tally: dict[tuple[str, str, str], int] = {}
+    for event in events:
+        tally[event] = tally.get(event, 0) + 1
+    for (name, queue, outcome), n in sorted(tally.items()):
+        for width in _WIDTHS:
+            cursor.execute(COUNTER_ADD, [name, queue, outcome, width, _bucket(when, width), n])
 
 
 def ts(value: datetime | None) -> str | None:
@@ -166,6 +197,7 @@ class SqliteStore:
         when = now or clock.now()
         stamp = ts(when)
         settled: set[UUID] = set()
+        events: list[tuple[str, str, str]] = []
         with self._atomic(), self._cursor() as cursor:
             for s in settlements:
                 state = s.state
@@ -175,8 +207,11 @@ class SqliteStore:
                 cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, s.last_error, s.error_code,
                                             s.stop_reason, run_at, stamp if state in _TERMINAL else None, stamp,
                                             s.id.hex, s.claim.hex])
-                if cursor.rowcount == 1:
+                row = cursor.fetchone()
+                if row is not None:
                     settled.add(s.id)
+                    events.append((row[0], row[1], _OUTCOMES.get(s.state, s.state)))
+            _count(cursor, events, when)
         return settled
 
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
@@ -216,4 +251,16 @@ class SqliteStore:
                                             stamp if final else None, stamp, stamp, job_id, claim])
                 if cursor.rowcount == 1:
                     rescued.append((_uuid(job_id), name, queue, state))
+            _count(cursor, [(name, queue, "retried" if state == "ready" else state)
+                            for _, name, queue, state in rescued], when)
         return rescued
+
+    def queue_wake(self, *, queues: Sequence[str]) -> None:
+        """SQLite workers poll: nothing to send."""
+
+    def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None:
+        """Count one ``(name, queue, outcome)`` event each, in every tier."""
+        if not events:
+            return
+        with self._atomic(), self._cursor() as cursor:
+            _count(cursor, events, now or clock.now())

@@ -1,0 +1,88 @@
+"""Internal: how attempts ended, counted in time buckets; re-exported by ``ultimate_jobs.ops``.
+
+The worker's settling statement adds to ``JobCounter`` rows (``db/postgres.py``
+``JOB_SETTLE_MANY``; the SQLite store in the settling transaction): one row per job name,
+queue, outcome and bucket, in three tiers — 1-minute buckets kept 24 h, 5-minute kept 7 days,
+1-hour kept 30 days — plus an all-time row that never expires (the metrics' ``jobs_total``).
+Outcomes: ``done``, ``retried``, ``failed``, ``dead``, ``interrupted`` (a drain handed the
+attempt back), ``suspended``, ``cancelled`` (an operator's cancel), ``lease-lost`` (a worker
+found it no longer held a running job's lease).
+
+Usage::
+
+    ops.counters("billing.charge", since=timezone.now() - timedelta(hours=1))
+    # {"name": ..., "width": 60, "since": ..., "buckets": [{"at", "outcome", "count"}], "totals": {...}}
+
+Logged events: ``jobs.counters.pruned``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Sum
+
+from . import clock
+from .errors import X_JOB_INPUT_INVALID, JobsError
+from .models.operations import ALL_TIME, COUNTER_TIERS
+from .rows import alias, iso
+
+log = logging.getLogger("ultimate_jobs")
+
+
+def _rows() -> Any:
+    from .models import JobCounter
+
+    return JobCounter.objects.using(alias())
+
+
+def counters(name: str | None = None, since: datetime | None = None, *, queue: str | None = None) -> dict[str, Any]:
+    """Outcome counts of job ``name`` (every job when None) since ``since`` (default: 24 h ago).
+
+    The finest tier that still covers ``since`` answers: 1-minute buckets back to 24 h, 5-minute
+    to 7 days, 1-hour to 30 days (older is clamped to 30 days). ``buckets`` are oldest first,
+    ``totals`` add them up per outcome. Raise ``X_JOB_INPUT_INVALID`` for a naive ``since``.
+    """
+    now = clock.now()
+    if since is None:
+        since = now - timedelta(days=1)
+    if not isinstance(since, datetime) or since.tzinfo is None:
+        raise JobsError(X_JOB_INPUT_INVALID, f"since={since!r} must be an aware datetime.")
+    age = (now - since).total_seconds()
+    width, kept = next(((w, k) for w, k in COUNTER_TIERS if age <= k), COUNTER_TIERS[-1])
+    since = max(since, now - timedelta(seconds=kept))
+    start = datetime.fromtimestamp(since.timestamp() - since.timestamp() % width, since.tzinfo)
+    query = _rows().filter(width=width, bucket__gte=start)
+    if name is not None:
+        query = query.filter(name=name)
+    if queue is not None:
+        query = query.filter(queue=queue)
+    grouped = query.values("bucket", "outcome").order_by("bucket", "outcome").annotate(n=Sum("count"))
+    buckets = [{"at": iso(row["bucket"]), "outcome": row["outcome"], "count": int(row["n"])} for row in grouped]
+    totals: dict[str, int] = {}
+    for bucket in buckets:
+        totals[bucket["outcome"]] = totals.get(bucket["outcome"], 0) + bucket["count"]
+    return {"name": name, "queue": queue, "since": iso(start), "width": width, "buckets": buckets,
+            "totals": totals}
+
+
+def counter_totals() -> list[dict[str, Any]]:
+    """All-time counts per queue and outcome, by queue then outcome: ``[{"queue", "outcome",
+    "count"}]`` — monotonic, what ``jobs_total`` and ``job_leases_lost_total`` export."""
+    grouped = (_rows().filter(width=ALL_TIME).values("queue", "outcome").order_by("queue", "outcome")
+               .annotate(n=Sum("count")))
+    return [{"queue": row["queue"], "outcome": row["outcome"], "count": int(row["n"])} for row in grouped]
+
+
+def prune_counters(now: datetime | None = None) -> int:
+    """Delete buckets past their tier's retention; answer how many rows went. The all-time rows stay."""
+    now = now or clock.now()
+    removed = 0
+    for width, kept in COUNTER_TIERS:
+        deleted, _ = _rows().filter(width=width, bucket__lt=now - timedelta(seconds=kept)).delete()
+        removed += deleted
+    if removed:
+        log.info("jobs.counters.pruned rows=%s", removed)
+    return removed
