@@ -22,6 +22,7 @@ from .conf import get_settings
 from .context import CancelToken, JobContext
 from .db.store import ClaimedJob, Settlement
 from .errors import X_JOB_FAILED, X_JOB_RESULT_UNSERIALIZABLE, JobCancelled
+from .redact import redact_text
 from .retry import classify
 
 if TYPE_CHECKING:
@@ -118,8 +119,9 @@ def _stop(handle: JobHandle, claimed: ClaimedJob, text: str, code: str, reason: 
 
 
 def format_error(error: BaseException) -> str:
-    """The stored error: type, message and the traceback, capped so one row stays small."""
-    text = "".join(traceback.format_exception(error)).strip()
+    """The stored error: type, message and the traceback, capped so one row stays small, with
+    secrets masked before they are ever written (``redact.redact_text``)."""
+    text = redact_text("".join(traceback.format_exception(error)).strip()) or ""
     if len(text) > MAX_ERROR_CHARS:
         text = text[: MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
     return text.replace("\x00", "\\x00")

@@ -217,3 +217,41 @@ def test_counters_are_pruned_past_their_tier(frozen_clock) -> None:  # type: ign
     assert prune_counters(frozen_clock.now() + timedelta(days=2)) == 1
     assert prune_counters(frozen_clock.now() + timedelta(days=31)) == 2
     assert list(JobCounter.objects.values_list("width", flat=True)) == [0]
+
+
+def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+    from ultimate_jobs.models import WorkerHeartbeat
+
+    worker = Worker(queues=["default", "other"], concurrency=3)
+    worker.presence.beat([])
+    (row,) = ops.workers()
+    assert (row["id"], row["queues"], row["slots"], row["in_flight_count"]) == (
+        worker.worker_id, ["default", "other"], 3, 0)
+    frozen_clock.advance(timedelta(seconds=31))  # one visibility timeout without a beat: gone
+    assert ops.workers() == []
+    worker._heartbeat()
+    assert [w["id"] for w in ops.workers()] == [worker.worker_id]
+    worker.presence.leave()
+    assert not WorkerHeartbeat.objects.exists()
+
+
+def test_a_lost_lease_is_counted_but_an_operator_cancel_is_not(frozen_clock, declare) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    from ultimate_jobs import NO_TENANT
+
+    release = threading.Event()
+
+    @declare(name="tests.held", idempotency_key="{k}", tenant=NO_TENANT)
+    def held(ctx, *, k: str) -> None:
+        release.wait(10)
+
+    reclaimed, cancelled = held.enqueue(k="r"), held.enqueue(k="c")
+    worker = Worker(queues=["default"])
+    worker.run_once()
+    Job.objects.filter(id=reclaimed.id).update(claim="01234567-89ab-7def-8123-456789abcdef")
+    ops.cancel_job(cancelled.id)
+    worker._heartbeat()
+    release.set()
+    assert ops.counters("tests.held")["totals"] == {"cancelled": 1, "lease-lost": 1}
+    assert {(t["outcome"], t["count"]) for t in ops.counter_totals()} >= {("lease-lost", 1)}
