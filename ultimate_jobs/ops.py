@@ -59,6 +59,7 @@ from .queues import (
     paused_queues,
     queue_stats,
     resume_queue,
+    scheduled_tasks,
     scheduler_installed,
     workers,
 )
@@ -73,7 +74,7 @@ from .rows import shape as _shape
 __all__ = [
     "MAX_BULK", "MAX_PAGE", "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "get_job",
     "list_jobs", "pause_queue", "paused_queues", "promote_job", "promote_many", "queue_stats", "remove_job",
-    "remove_many", "requeue_many", "resume_queue", "retry_job", "scheduler_installed", "workers",
+    "remove_many", "requeue_many", "resume_queue", "retry_job", "scheduled_tasks", "scheduler_installed", "workers",
 ]
 
 MAX_PAGE = 200

@@ -122,6 +122,34 @@ def scheduler_installed() -> bool:
     return find_spec("ultimate_jobs.scheduler") is not None
 
 
+def scheduled_tasks() -> list[dict[str, Any]] | None:
+    """Each scheduled task with its next run, last fire and paused flag, by name; ``None`` when
+    this version has no scheduler. Read through the scheduler's own ``ops`` functions
+    (``task_fires``, ``next_task_run``), so a page and the scheduler cannot disagree."""
+    if not scheduler_installed():
+        return None
+    import importlib
+
+    from . import ops
+
+    scheduler = importlib.import_module("ultimate_jobs.scheduler")
+    fires: dict[str, dict[str, Any]] = {}
+    for fire in getattr(ops, "task_fires", lambda: [])():
+        fires[str(fire.get("task") or fire.get("name"))] = fire
+    listed = getattr(scheduler, "registered_tasks", None)
+    names = sorted({getattr(t, "name", str(t)) for t in listed()} if listed else set(fires))
+    next_run = getattr(ops, "next_task_run", None)
+    now = clock.now()
+    rows = []
+    for name in names:
+        fire = fires.get(name, {})
+        rows.append({"task": name, "next_run": plain(next_run(name, now)) if next_run else None,
+                     "last_fire": plain(fire.get("fired_at")),
+                     "last_occurrence": plain(fire.get("occurrence") or fire.get("occurrence_at")),
+                     "paused": bool(fire.get("paused"))})
+    return rows
+
+
 def backfill_runs(limit: int = 100) -> list[dict[str, Any]] | None:
     """The backfill ledger, newest first (every column, JSON-ready), or ``None`` when this
     version has no ledger table."""
