@@ -33,7 +33,6 @@ Logged events: see ``actions`` (``jobs.ops.*``) and ``queues`` (``jobs.queue.*``
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -50,7 +49,7 @@ from .actions import (
 )
 from .counters import counter_totals, counters
 from .doctor import doctor
-from .errors import X_ID_INVALID, X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
+from .errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
 from .ids import parse_uuid
 from .models.jobs import STATES
 from .queues import (
@@ -67,6 +66,7 @@ from .redact import redact, redact_text
 from .rows import LIST_FIELDS as _LIST_FIELDS
 from .rows import ROW_FIELDS as _ROW_FIELDS
 from .rows import alias as _alias
+from .rows import id_prefix_range
 from .rows import iso as _iso
 from .rows import jobs as _jobs
 from .rows import shape as _shape
@@ -78,7 +78,6 @@ __all__ = [
 ]
 
 MAX_PAGE = 200
-_HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
 
 
 def get_job(job_id: str | UUID) -> dict[str, Any]:
@@ -163,10 +162,5 @@ def list_jobs(*, queue: str | None = None, name: str | None = None, state: str |
 
 def _id_prefix(query: Any, prefix: str) -> Any:
     """Jobs whose id starts with ``prefix`` (hex, dashes optional), as a range on the primary key."""
-    text = prefix.strip().lower()
-    if not _HEX_PREFIX.match(text):
-        raise JobsError(X_ID_INVALID, f"id_prefix={prefix!r} is not the start of a UUID.")
-    digits = text.replace("-", "")[:32]
-    low = UUID(digits.ljust(32, "0"))
-    high = UUID(digits.ljust(32, "f"))
+    low, high = id_prefix_range(prefix)
     return query.filter(id__gte=low, id__lte=high)

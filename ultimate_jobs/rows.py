@@ -7,6 +7,7 @@ every operator write uses (the database's clock on PostgreSQL unless a test froz
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -16,7 +17,10 @@ from django.db import connections
 from . import clock
 from .conf import get_settings
 from .declaration import get_job_handle
+from .errors import X_ID_INVALID, JobsError
 from .redact import redact, redact_text
+
+_HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
 
 ROW_FIELDS = (
     "id", "run_id", "name", "queue", "priority", "state", "payload", "idempotency_key", "tenant_id",
@@ -88,3 +92,17 @@ def shape(row: dict[str, Any]) -> dict[str, Any]:
                             else None)
     out["sensitive"] = sensitive
     return out
+
+
+def is_id_prefix(text: str) -> bool:
+    return bool(_HEX_PREFIX.match(text.strip().lower()))
+
+
+def id_prefix_range(prefix: str) -> tuple[UUID, UUID]:
+    """The primary-key range of ids starting with ``prefix`` (hex, dashes optional); raise
+    ``X_ID_INVALID`` for anything else. A range, so the lookup walks the primary key index."""
+    text = prefix.strip().lower()
+    if not _HEX_PREFIX.match(text):
+        raise JobsError(X_ID_INVALID, f"id_prefix={prefix!r} is not the start of a UUID.")
+    digits = text.replace("-", "")[:32]
+    return UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
