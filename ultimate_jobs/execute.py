@@ -24,6 +24,7 @@ from .db.store import ClaimedJob, Settlement
 from .errors import X_JOB_FAILED, X_JOB_RESULT_UNSERIALIZABLE, JobCancelled
 from .redact import redact_text
 from .retry import classify
+from .tracing import job_span
 
 if TYPE_CHECKING:
     from .declaration import JobHandle
@@ -50,11 +51,17 @@ def tenant_context(tenant_id: str | None) -> contextlib.AbstractContextManager[A
     return factory(tenant_id)
 
 
+def _span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
+    """The attempt's OpenTelemetry span, a child of the enqueuer's (a no-op without opentelemetry)."""
+    return job_span(name=claimed.name, job_id=claimed.id, queue=claimed.queue, attempt=claimed.attempt,
+                    traceparent=claimed.traceparent)
+
+
 def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken) -> Settlement | None:
     """Run one attempt of a sync body on this thread; answer how to settle it."""
     try:
         ctx, kwargs = build_context(handle, claimed, token)
-        with tenant_context(claimed.tenant_id):
+        with tenant_context(claimed.tenant_id), _span(claimed):
             result = handle.fn(ctx, **kwargs)
     except Exception as error:  # the body's failure is data for the retry decision
         _release_broken_connections()
@@ -66,7 +73,7 @@ async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: Cance
     """Run one attempt of an ``async def`` body on the worker's event loop."""
     try:
         ctx, kwargs = build_context(handle, claimed, token)
-        with tenant_context(claimed.tenant_id):
+        with tenant_context(claimed.tenant_id), _span(claimed):
             result = await handle.fn(ctx, **kwargs)
     except Exception as error:
         return decide(handle, claimed, token, error=error)
