@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
@@ -22,7 +23,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from .. import ops
+from .. import clock, ops
 from ..declaration import get_job_handle
 from ..errors import JobsError
 from ..models.jobs import LIVE_STATES, TERMINAL_STATES
@@ -49,6 +50,11 @@ def failed_step(job: dict[str, Any]) -> str | None:
         if step["status"] != "completed":
             return str(step["name"])
     return None
+
+
+def _waiting(run_at: str | None) -> bool:
+    """Whether a ready job is backing off: its ``run_at`` is still ahead."""
+    return run_at is not None and datetime.fromisoformat(run_at.replace("Z", "+00:00")) > clock.now()
 
 
 def _retry_from_failed_step(job_id: str) -> dict[str, Any]:
@@ -215,7 +221,7 @@ class JobAdmin(admin.ModelAdmin):
             "retry": state in TERMINAL_STATES,
             "retry-from-failed-step": state in TERMINAL_STATES and failed_step(job) is not None,
             "cancel": state in LIVE_STATES,
-            "run-now": state == "delayed" or (state == "ready" and job["next_retry_at"] is not None),
+            "run-now": state == "delayed" or (state == "ready" and _waiting(job["run_at"])),
             "delete": state != "running",
         }
         return [{"action": action, "label": label,
