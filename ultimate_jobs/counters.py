@@ -1,9 +1,11 @@
 """Internal: how attempts ended, counted in time buckets; re-exported by ``ultimate_jobs.ops``.
 
 The worker's settling statement adds to ``JobCounter`` rows (``db/postgres.py``
-``JOB_SETTLE_MANY``; the SQLite store in the settling transaction): one row per job name,
-queue, outcome and bucket, in three tiers — 1-minute buckets kept 24 h, 5-minute kept 7 days,
-1-hour kept 30 days — plus an all-time row that never expires (the metrics' ``jobs_total``).
+``JOB_SETTLE_MANY``; the SQLite store in the settling transaction): per job name, queue and
+outcome, a 1-minute bucket and an all-time row that never expires (the metrics'
+``jobs_total``). Hourly, a worker folds minute buckets older than 24 h into 5-minute (kept 7
+days) and 1-hour (kept 30 days) buckets, moving each count exactly once; a read of a coarse tier
+adds the recent minute buckets, re-bucketed, to the folded ones. Two upserts a settle, not four.
 Outcomes: ``done``, ``retried``, ``failed``, ``dead``, ``interrupted`` (a drain handed the
 attempt back), ``suspended``, ``cancelled`` (an operator's cancel), ``lease-lost`` (a worker
 found it no longer held a running job's lease).
@@ -19,7 +21,7 @@ Logged events: ``jobs.counters.pruned``.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db.models import Sum
@@ -30,6 +32,7 @@ from .models.operations import ALL_TIME, COUNTER_TIERS
 from .rows import alias, iso
 
 log = logging.getLogger("ultimate_jobs")
+MINUTE = COUNTER_TIERS[0][0]
 
 
 def _rows() -> Any:
@@ -53,14 +56,18 @@ def counters(name: str | None = None, since: datetime | None = None, *, queue: s
     age = (now - since).total_seconds()
     width, kept = next(((w, k) for w, k in COUNTER_TIERS if age <= k), COUNTER_TIERS[-1])
     since = max(since, now - timedelta(seconds=kept))
-    start = datetime.fromtimestamp(since.timestamp() - since.timestamp() % width, since.tzinfo)
-    query = _rows().filter(width=width, bucket__gte=start)
+    start = _floor(since, width)
+    widths = [MINUTE] if width == MINUTE else [MINUTE, width]  # recent minutes + what was folded
+    query = _rows().filter(width__in=widths, bucket__gte=start)
     if name is not None:
         query = query.filter(name=name)
     if queue is not None:
         query = query.filter(queue=queue)
-    grouped = query.values("bucket", "outcome").order_by("bucket", "outcome").annotate(n=Sum("count"))
-    buckets = [{"at": iso(row["bucket"]), "outcome": row["outcome"], "count": int(row["n"])} for row in grouped]
+    summed: dict[tuple[datetime, str], int] = {}
+    for row in query.values("bucket", "outcome").order_by().annotate(n=Sum("count")):
+        key = (_floor(row["bucket"], width), row["outcome"])
+        summed[key] = summed.get(key, 0) + int(row["n"])
+    buckets = [{"at": iso(at), "outcome": outcome, "count": n} for (at, outcome), n in sorted(summed.items())]
     totals: dict[str, int] = {}
     for bucket in buckets:
         totals[bucket["outcome"]] = totals.get(bucket["outcome"], 0) + bucket["count"]
@@ -76,11 +83,21 @@ def counter_totals() -> list[dict[str, Any]]:
     return [{"queue": row["queue"], "outcome": row["outcome"], "count": int(row["n"])} for row in grouped]
 
 
+def _floor(when: datetime, width: int) -> datetime:
+    stamp = when.timestamp()
+    return datetime.fromtimestamp(stamp - stamp % width, UTC)
+
+
 def prune_counters(now: datetime | None = None) -> int:
-    """Delete buckets past their tier's retention; answer how many rows went. The all-time rows stay."""
+    """Fold minute buckets past 24 h into the coarser tiers, then delete coarse buckets past their
+    retention; answer how many coarse rows were deleted. The all-time rows stay."""
+    from .db import store_for
+
     now = now or clock.now()
+    # Fold whole hours only, so the hour being folded is never split between minute and hour rows.
+    store_for(alias()).counter_fold(before=_floor(now - timedelta(seconds=COUNTER_TIERS[0][1]), 3600))
     removed = 0
-    for width, kept in COUNTER_TIERS:
+    for width, kept in COUNTER_TIERS[1:]:
         deleted, _ = _rows().filter(width=width, bucket__lt=now - timedelta(seconds=kept)).delete()
         removed += deleted
     if removed:

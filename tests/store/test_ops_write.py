@@ -207,16 +207,31 @@ def test_counters_move_with_each_settle() -> None:
     assert totals[("default", "dead")] == 1 and totals[("default", "done")] == 1
 
 
-def test_counters_are_pruned_past_their_tier(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_counters_fold_into_coarser_tiers_and_expire(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+    from ultimate_jobs import clock as jobs_clock
     from ultimate_jobs.counters import prune_counters
     from ultimate_jobs.models import JobCounter
 
     jobs.noop.enqueue(key="p")
+    jobs.always_fails.enqueue(key="p")
     drain()
-    assert JobCounter.objects.count() == 4  # three tiers and the all-time row
-    assert prune_counters(frozen_clock.now() + timedelta(days=2)) == 1
-    assert prune_counters(frozen_clock.now() + timedelta(days=31)) == 2
-    assert list(JobCounter.objects.values_list("width", flat=True)) == [0]
+    settled_at = frozen_clock.now()
+    assert sorted(set(JobCounter.objects.values_list("width", flat=True))) == [0, 60]  # two upserts a settle
+    week = ops.counters(since=settled_at - timedelta(days=3))
+    assert week["width"] == 300 and week["totals"] == {"done": 1, "retried": 2, "dead": 1}
+    jobs_clock.advance(timedelta(days=2))
+    assert prune_counters() == 0
+    assert sorted(set(JobCounter.objects.values_list("width", flat=True))) == [0, 300, 3600]  # minutes folded
+    assert ops.counters(since=settled_at - timedelta(hours=1))["totals"] == {"done": 1, "retried": 2, "dead": 1}
+    month = ops.counters(since=settled_at - timedelta(days=10))
+    assert month["width"] == 3600 and month["totals"] == {"done": 1, "retried": 2, "dead": 1}
+    assert prune_counters() == 0  # folding twice moves nothing twice
+    assert ops.counters(since=settled_at - timedelta(hours=1))["totals"] == {"done": 1, "retried": 2, "dead": 1}
+    jobs_clock.advance(timedelta(days=31))
+    assert prune_counters() > 0
+    assert set(JobCounter.objects.values_list("width", flat=True)) == {0}
+    totals = {(t["queue"], t["outcome"]): t["count"] for t in ops.counter_totals()}
+    assert totals == {("default", "done"): 1, ("default", "retried"): 2, ("default", "dead"): 1}
 
 
 def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:  # type: ignore[no-untyped-def]

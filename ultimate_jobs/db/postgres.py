@@ -107,16 +107,17 @@ RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_att
 """
 
 _COUNT_SETTLED: LiteralString = """
-    -- Add the settled rows to the outcome counters: every tier's bucket plus the all-time row
-    -- (width 0). Grouped so no key appears twice in one insert, and ordered so two workers lock
-    -- counter rows in the same order (no deadlock); the shard (this backend's pid) spreads one
-    -- hot key over 16 rows so concurrent settles do not queue on one row lock.
+    -- Add the settled rows to the outcome counters: the 1-minute bucket and the all-time row
+    -- (width 0); coarser tiers are folded from minute rows later (COUNTER_FOLD), off the hot path.
+    -- Grouped so no key appears twice in one insert, and ordered so two workers lock counter rows
+    -- in the same order (no deadlock); the shard (this backend's pid) spreads one hot key over 16
+    -- rows so concurrent settles do not queue on one row lock.
     INSERT INTO ultimate_jobs_jobcounter AS c (name, queue, outcome, width, bucket, shard, count)
     SELECT s.name, s.queue, s.outcome, w.width,
            CASE WHEN w.width = 0 THEN timestamptz 'epoch'
                 ELSE date_bin(w.width * interval '1 second', t.now, timestamptz 'epoch') END,
            pg_backend_pid() %% 16, count(*)
-      FROM settled AS s, t, (VALUES (0), (60), (300), (3600)) AS w(width)
+      FROM settled AS s, t, (VALUES (0), (60)) AS w(width)
      GROUP BY 1, 2, 3, 4, 5, 6
      ORDER BY 1, 2, 3, 4, 5, 6
     ON CONFLICT (name, queue, outcome, width, bucket, shard) DO UPDATE SET count = c.count + excluded.count
@@ -205,6 +206,26 @@ settled AS (SELECT e.name, e.queue, e.outcome
                 FROM unnest(%(name)b::text[], %(queue)b::text[], %(outcome)b::text[]) AS e(name, queue, outcome)),
 counted AS (""" + _COUNT_SETTLED + """)
 SELECT count(*) FROM settled
+"""
+
+COUNTER_FOLD: LiteralString = """
+-- Move 1-minute buckets older than %(before)s into the 5-minute and 1-hour tiers. The DELETE
+-- takes each minute row exactly once even when two workers fold at the same moment (the second
+-- finds the rows gone), and the tiers receive what it took in the same statement.
+WITH moved AS (
+    DELETE FROM ultimate_jobs_jobcounter AS m
+     WHERE m.width = 60 AND m.bucket < %(before)s
+    RETURNING m.name, m.queue, m.outcome, m.bucket, m.shard, m.count),
+tiers AS (
+    SELECT mv.name, mv.queue, mv.outcome, w.width,
+           date_bin(w.width * interval '1 second', mv.bucket, timestamptz 'epoch') AS bucket, mv.shard,
+           sum(mv.count) AS count
+      FROM moved AS mv, (VALUES (300), (3600)) AS w(width)
+     GROUP BY 1, 2, 3, 4, 5, 6)
+INSERT INTO ultimate_jobs_jobcounter AS c (name, queue, outcome, width, bucket, shard, count)
+SELECT tiers.name, tiers.queue, tiers.outcome, tiers.width, tiers.bucket, tiers.shard, tiers.count
+  FROM tiers ORDER BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (name, queue, outcome, width, bucket, shard) DO UPDATE SET count = c.count + excluded.count
 """
 
 QUEUE_WAKE: LiteralString = """
@@ -357,8 +378,14 @@ class PostgresStore:
             with self._cursor() as cursor:
                 cursor.execute(QUEUE_WAKE, {"queues": sorted(set(queues))})
 
+    def counter_fold(self, *, before: datetime) -> int:
+        """Fold 1-minute counter buckets older than ``before`` into the coarser tiers; answer rows written."""
+        with self._cursor() as cursor:
+            cursor.execute(COUNTER_FOLD, {"before": before})
+            return cursor.rowcount
+
     def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None:
-        """Count one ``(name, queue, outcome)`` event each, in every tier."""
+        """Count one ``(name, queue, outcome)`` event each (minute bucket and all-time row)."""
         if not events:
             return
         with self._cursor() as cursor:
