@@ -124,6 +124,11 @@ def test_search_by_id_prefix_and_idempotency_key(admin_client_) -> None:  # type
     assert b.id in {j.id for j in found}
     found = admin_client_.get(CHANGELIST, {"q": str(b.id)}).context["cl"].result_list
     assert [j.id for j in found] == [b.id]
+    t = JobFactory(tenant_id="acme")
+    assert [j.id for j in admin_client_.get(CHANGELIST, {"q": "acme"}).context["cl"].result_list] == [t.id]
+    listing = admin_client_.get(CHANGELIST, {"tenant_id": "acme"})
+    assert [j.id for j in listing.context["cl"].result_list] == [t.id]
+    assert '<a href="?tenant_id=acme">acme</a>' in listing.content.decode()
 
 
 def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:  # type: ignore[no-untyped-def]
