@@ -77,11 +77,12 @@ class Presence:
         except DatabaseError as exc:
             log.warning("jobs.worker.presence-failed worker=%s error=%r", self.worker_id, exc)
 
-    def lease_lost(self, lost: Sequence[tuple[UUID, str, str]]) -> None:
+    def lease_lost(self, lost: Sequence[tuple[UUID, str, str]]) -> bool:
         """Count ``(job id, name, queue)`` runs whose lease this worker lost; a run whose row an
-        operator cancelled is a cancel, already counted by ``ops.cancel_job``, not a lost lease."""
+        operator cancelled is a cancel, already counted by ``ops.cancel_job``, not a lost lease.
+        Answer whether the count landed (the caller keeps them for the next heartbeat if not)."""
         if not lost:
-            return
+            return True
         from .db import store_for
         from .models import Job
 
@@ -92,3 +93,5 @@ class Presence:
             store_for(self.alias).counter_add(events=events, now=clock.sql_now())
         except DatabaseError as exc:
             log.warning("jobs.worker.presence-failed worker=%s error=%r", self.worker_id, exc)
+            return False
+        return True

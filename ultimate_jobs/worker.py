@@ -410,7 +410,8 @@ class Worker:
                 self._lost.append((run.id, run.claimed.name, run.claimed.queue))
         # Counted once the database answers again (a lost lease is often a lost connection).
         lost, self._lost = self._lost, []
-        self.presence.lease_lost(lost)
+        if not self.presence.lease_lost(lost):
+            self._lost = lost[-1000:]  # kept (bounded) for the next heartbeat
         self.presence.beat([r.id for r in held])  # after the renewal: the leases come first
 
     def _rescue(self) -> None:
