@@ -198,8 +198,10 @@ class JobAdmin(admin.ModelAdmin):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("ultimate_jobs.pause_queue")
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # action_location exists from Django 6.1 (which warns about overrides without it).
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
         actions.pop("delete_selected", None)  # it would delete running jobs behind ops' back
         return actions
 
