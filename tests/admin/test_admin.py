@@ -64,6 +64,9 @@ def test_running_jobs_are_never_retried_or_deleted_from_the_admin(admin_client_)
         assert ("X_JOB_NOT_REQUEUEABLE" if action == "retry_jobs" else "X_JOB_NOT_REMOVABLE") in \
             response.content.decode()
     assert Job.objects.get(id=running.id).state == "running"
+    # Django's own delete page is not a way around ops.
+    admin_client_.post(f"{CHANGELIST}{running.id}/delete/", {"post": "yes"})
+    assert Job.objects.get(id=running.id).state == "running"
     html = admin_client_.get(page(running.id)).content.decode()
     assert 'name="cancel"' in html and 'name="retry"' not in html and 'name="delete"' not in html
     admin_client_.post(do(running.id, "cancel"))

@@ -299,6 +299,19 @@ class JobAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/ultimate_jobs/job/detail.html", context)
 
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        """Django's own delete page would delete through the ORM (a running job too): the job
+        page's Delete button (``ops.remove_job``) is the one way to delete."""
+        self.message_user(request, "Delete a job with the Delete button on its page (never a running job).",
+                          messages.INFO)
+        return HttpResponseRedirect(reverse("admin:ultimate_jobs_job_change", args=[object_id]))
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self._each(request, self.get_queryset(request).filter(pk=obj.pk), "delete")
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        self._each(request, queryset, "delete")
+
     def job_action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         if action not in BUTTONS:
             raise PermissionDenied
