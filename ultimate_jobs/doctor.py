@@ -104,13 +104,18 @@ def scheduler_watermarks() -> dict[str, Any]:
         return _skipped("scheduler-watermarks", "no scheduler installed")
     now = clock.now()
     behind = []
+    rows, checked = 0, 0
     try:
         for fire in fires():
+            rows += 1
             task = fire.get("task") or fire.get("name")
             occurrence = fire.get("occurrence") or fire.get("occurrence_at")
             if isinstance(occurrence, str):
                 occurrence = datetime.fromisoformat(occurrence.replace("Z", "+00:00"))
-            if task is None or occurrence is None or fire.get("paused"):
+            if task is None or occurrence is None:
+                continue
+            checked += 1
+            if fire.get("paused"):
                 continue
             upcoming = next_run(task, occurrence)
             if isinstance(upcoming, str):
@@ -119,6 +124,8 @@ def scheduler_watermarks() -> dict[str, Any]:
                 behind.append(task)
     except (TypeError, AttributeError, ValueError) as exc:
         return _skipped("scheduler-watermarks", f"the scheduler's state could not be read ({exc!r})")
+    if rows and not checked:  # never report a pass for rows it could not read
+        return _skipped("scheduler-watermarks", "task_fires() rows carry no task name and occurrence")
     return _result("scheduler-watermarks", behind, f"{len(behind)} task(s) missed an occurrence more than "
                    f"{SCHEDULER_LAG:.0f}s ago: is a scheduler running and holding the leader lease?")
 
