@@ -81,13 +81,13 @@ class _DeclaredFilter(admin.SimpleListFilter):
     field = ""
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        values = sorted(self.choices_now())
+        values = sorted(self.choices_now(request))
         current = self.value()
         if current and current not in values:  # a filter from a link stays visible
             values.append(current)
         return [(v, v) for v in values]
 
-    def choices_now(self) -> set[str]:
+    def choices_now(self, request: HttpRequest) -> set[str]:
         raise NotImplementedError
 
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
@@ -98,7 +98,7 @@ class QueueFilter(_DeclaredFilter):
     title = "queue"
     parameter_name = field = "queue"
 
-    def choices_now(self) -> set[str]:
+    def choices_now(self, request: HttpRequest) -> set[str]:
         return set(get_settings().QUEUES) | {h.queue for h in registered_jobs()}
 
 
@@ -106,8 +106,9 @@ class NameFilter(_DeclaredFilter):
     title = "name"
     parameter_name = field = "name"
 
-    def choices_now(self) -> set[str]:
-        return {h.name for h in registered_jobs()}
+    def choices_now(self, request: HttpRequest) -> set[str]:
+        queue = request.GET.get("queue")  # with a queue chosen, the jobs declared on it
+        return {h.name for h in registered_jobs() if not queue or h.queue == queue}
 
 
 class JobAdmin(admin.ModelAdmin):
@@ -145,7 +146,7 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="id", ordering="id")
     def short_id(self, obj: Any) -> str:
         # The whole id: UUIDv7s made in one millisecond share their first 13 characters.
-        return format_html('<code style="font-size:0.85em">{}</code>', obj.id)
+        return format_html('<span style="font-family:monospace;font-size:0.9em">{}</span>', obj.id)
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, obj: Any) -> str:
