@@ -21,6 +21,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "ultimate_jobs",
     "tests.app",
 ]
@@ -42,6 +43,7 @@ TEMPLATES = [{
     ]},
 }]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+STATIC_URL = "/static/"  # the admin's CSS, served by the live server in the browser tests
 
 
 def _postgres_answers() -> bool:

@@ -1,4 +1,5 @@
-"""Internal: the Django app config; ``ready()`` discovers every installed app's ``jobs`` module."""
+"""Internal: the Django app config; ``ready()`` discovers every installed app's ``jobs`` module and
+installs the redacting filter on the ``ultimate_jobs`` logger."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ class UltimateJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        import logging
 
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .redact import RedactingFilter
+
+        logger = logging.getLogger("ultimate_jobs")
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter())  # every surface is redacted, logs included
         autodiscover_modules("jobs")

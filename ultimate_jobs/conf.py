@@ -16,7 +16,9 @@ Options (default): ``DATABASE`` ("default"), ``OUTBOX`` ("auto"), ``QUEUES`` (["
 (None), ``TENANT_OF`` (None), ``TENANT_CONTEXT`` (None), ``EVENT_POLL`` (15 min with the wake,
 30 s without), ``MAX_PAYLOAD_BYTES`` (1 MiB), ``MAX_STEP_OUTPUT_BYTES`` (1 MiB),
 ``REDACT_KEYS`` (password, passwd, secret, token, api_key, apikey, authorization, cookie,
-signature, credential). Durations are held in seconds.
+signature, credential), ``METRICS_TOKEN`` (None: the metrics view needs a user with
+``ultimate_jobs.view_job``; set, a scraper may send ``Authorization: Bearer <token>``).
+Durations are held in seconds.
 
 Settings are read on first use, never at import, and validated whole: a bad value raises
 ``X_CONFIG_INVALID`` naming the key, and the system check ``ultimate_jobs.E001`` reports it from
@@ -71,6 +73,7 @@ class JobsSettings:
     MAX_PAYLOAD_BYTES: int = 1 << 20
     MAX_STEP_OUTPUT_BYTES: int = 1 << 20
     REDACT_KEYS: tuple[str, ...] = DEFAULT_REDACT_KEYS
+    METRICS_TOKEN: str | None = None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> JobsSettings:
@@ -95,7 +98,7 @@ class JobsSettings:
         for key in ("DATABASE",):
             if key in raw:
                 values[key] = _text(key, raw[key])
-        for key in ("ENVIRONMENT", "TENANT_OF", "TENANT_CONTEXT"):
+        for key in ("ENVIRONMENT", "TENANT_OF", "TENANT_CONTEXT", "METRICS_TOKEN"):
             if raw.get(key) is not None:
                 values[key] = _text(key, raw[key])
         if "OUTBOX" in raw:

@@ -30,6 +30,7 @@ from .errors import (
     JobsError,
 )
 from .ids import parse_uuid, uuid7
+from .tracing import current_traceparent
 
 if TYPE_CHECKING:
     from .declaration import JobHandle
@@ -175,7 +176,7 @@ class EnqueueOptions:
                       priority=self.priority, payload=payload, idempotency_key=key,
                       tenant_id=tenant, enqueued_by=self.enqueued_by, max_attempts=handle.retry.attempts,
                       delay=self.delay, run_at=self.run_at, concurrency_key=handle.concurrency_key_for(**values),
-                      traceparent=None)
+                      traceparent=current_traceparent())
 
 
 def submit(rows: list[JobRow], *, database: str | None = None) -> list[EnqueueResult]:

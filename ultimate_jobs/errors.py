@@ -63,6 +63,22 @@ X_JOB_CALLED_DIRECTLY = register(
     "Call handle.enqueue(**input) to queue it, or ultimate_jobs.testing.run_job(handle, **input) in tests.",
 )
 X_JOB_NOT_FOUND = register("X_JOB_NOT_FOUND", "Check the id; finished jobs are purged after their retention.")
+X_JOB_NOT_REQUEUEABLE = register(
+    "X_JOB_NOT_REQUEUEABLE",
+    "Only a finished job (done, failed, dead, cancelled) can be retried; cancel a live one first, or wait for it.",
+)
+X_JOB_NOT_CANCELLABLE = register(
+    "X_JOB_NOT_CANCELLABLE", "The job already finished; nothing is running to stop. Retry it to run it again."
+)
+X_JOB_NOT_REMOVABLE = register(
+    "X_JOB_NOT_REMOVABLE", "Cancel the running job first (it stops at its next heartbeat), then remove it."
+)
+X_JOB_NOT_PROMOTABLE = register(
+    "X_JOB_NOT_PROMOTABLE", "Only a delayed job (or one backing off before a retry) can run now; retry a finished one."
+)
+X_NOT_IMPLEMENTED = register(
+    "X_NOT_IMPLEMENTED", "This version of ultimate_jobs does not include the feature named; upgrade to use it."
+)
 X_JOB_NOT_REGISTERED = register(
     "X_JOB_NOT_REGISTERED", "Deploy the job's module to this process (an installed app's jobs.py) or fix the name."
 )

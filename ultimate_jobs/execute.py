@@ -24,7 +24,9 @@ from .conf import get_settings
 from .context import CancelToken, JobContext
 from .db.store import ClaimedJob, Settlement
 from .errors import X_JOB_FAILED, X_JOB_RESULT_UNSERIALIZABLE, JobCancelled
+from .redact import redact_text
 from .retry import classify
+from .tracing import job_span
 
 if TYPE_CHECKING:
     from .declaration import JobHandle
@@ -51,12 +53,18 @@ def tenant_context(tenant_id: str | None) -> contextlib.AbstractContextManager[A
     return factory(tenant_id)
 
 
+def _span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
+    """The attempt's OpenTelemetry span, a child of the enqueuer's (a no-op without opentelemetry)."""
+    return job_span(name=claimed.name, job_id=claimed.id, queue=claimed.queue, attempt=claimed.attempt,
+                    traceparent=claimed.traceparent)
+
+
 def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken) -> Settlement | None:
     """Run one attempt of a sync body on this thread; answer how to settle it."""
     prepare_connections()
     try:
         ctx, kwargs = build_context(handle, claimed, token)
-        with tenant_context(claimed.tenant_id):
+        with tenant_context(claimed.tenant_id), _span(claimed):
             result = handle.fn(ctx, **kwargs)
     except Exception as error:  # the body's failure is data for the retry decision
         _release_broken_connections()
@@ -68,7 +76,7 @@ async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: Cance
     """Run one attempt of an ``async def`` body on the worker's event loop."""
     try:
         ctx, kwargs = build_context(handle, claimed, token)
-        with tenant_context(claimed.tenant_id):
+        with tenant_context(claimed.tenant_id), _span(claimed):
             result = await handle.fn(ctx, **kwargs)
     except Exception as error:
         return decide(handle, claimed, token, error=error)
@@ -121,8 +129,9 @@ def _stop(handle: JobHandle, claimed: ClaimedJob, text: str, code: str, reason: 
 
 
 def format_error(error: BaseException) -> str:
-    """The stored error: type, message and the traceback, capped so one row stays small."""
-    text = "".join(traceback.format_exception(error)).strip()
+    """The stored error: type, message and the traceback, capped so one row stays small, with
+    secrets masked before they are ever written (``redact.redact_text``)."""
+    text = redact_text("".join(traceback.format_exception(error)).strip()) or ""
     if len(text) > MAX_ERROR_CHARS:
         text = text[: MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
     return text.replace("\x00", "\\x00")

@@ -7,69 +7,77 @@ Usage::
     for row in page["jobs"]:
         print(row["id"], row["last_error"])
     older = ops.list_jobs(queue="payments", state="dead", after=page["next"])
-    ops.get_job(page["jobs"][0]["id"])["steps"]
+    job = ops.get_job(page["jobs"][0]["id"])          # row + steps + next retry + backfill
+    ops.retry_job(job["id"], from_step="charge")       # drop "charge" and later steps, run again
+    ops.requeue_many(state="dead", queue="payments")   # {"affected": n, "remaining": m}
+    ops.pause_queue("payments"); ops.queue_stats(); ops.workers(); ops.doctor()
 
 Options (default): ``list_jobs`` filters ``queue``, ``name``, ``state``, ``tenant_id``,
-``id_prefix``, ``created_from``, ``created_to``; ``limit`` (50, at most 200); ``after`` /
-``before`` keyset cursors (newest first). Timestamps are ISO 8601 strings in UTC; ids are
-strings. Payloads, results and errors pass through the redactor.
+``id_prefix``, ``created_from``, ``created_to``; ``limit`` (50, at most ``MAX_PAGE`` 200);
+``after`` / ``before`` keyset cursors (newest first). Bulk calls take ``state``, ``queue``,
+``name``, ``tenant_id``, ``ids`` and touch at most ``MAX_BULK`` (1,000) rows a call.
+Timestamps are ISO 8601 strings in UTC; ids are strings. Payloads, results and errors pass
+through the redactor.
+
+Writes on jobs live in ``actions``, queues and workers in ``queues``, counters in
+``counters``, the health checks in ``doctor``; this module re-exports them all, so
+``ultimate_jobs.ops`` is the one import.
 
 Raises ``X_JOB_NOT_FOUND`` for an unknown id, ``X_ID_INVALID`` for a malformed one,
-``X_JOB_INPUT_INVALID`` for a bad filter or limit.
+``X_JOB_INPUT_INVALID`` for a bad filter or limit, and the refusals named on each write
+(``X_JOB_NOT_REQUEUEABLE``, ``X_JOB_DUPLICATE``, ``X_JOB_NOT_CANCELLABLE``,
+``X_JOB_NOT_PROMOTABLE``, ``X_JOB_NOT_REMOVABLE``).
+
+Logged events: see ``actions`` (``jobs.ops.*``) and ``queues`` (``jobs.queue.*``).
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from .conf import get_settings
-from .declaration import get_job_handle
-from .errors import X_ID_INVALID, X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
+from .actions import (
+    MAX_BULK,
+    cancel_job,
+    promote_job,
+    promote_many,
+    remove_job,
+    remove_many,
+    requeue_many,
+    retry_job,
+)
+from .counters import counter_totals, counters
+from .doctor import doctor
+from .errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
 from .ids import parse_uuid
 from .models.jobs import STATES
+from .queues import (
+    backfill_runs,
+    pause_queue,
+    paused_queues,
+    queue_stats,
+    resume_queue,
+    scheduled_tasks,
+    scheduler_installed,
+    workers,
+)
 from .redact import redact, redact_text
+from .rows import LIST_FIELDS as _LIST_FIELDS
+from .rows import ROW_FIELDS as _ROW_FIELDS
+from .rows import alias as _alias
+from .rows import id_prefix_range
+from .rows import iso as _iso
+from .rows import jobs as _jobs
+from .rows import shape as _shape
+
+__all__ = [
+    "MAX_BULK", "MAX_PAGE", "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "get_job",
+    "list_jobs", "pause_queue", "paused_queues", "promote_job", "promote_many", "queue_stats", "remove_job",
+    "remove_many", "requeue_many", "resume_queue", "retry_job", "scheduled_tasks", "scheduler_installed", "workers",
+]
 
 MAX_PAGE = 200
-_ROW_FIELDS = (
-    "id", "run_id", "name", "queue", "priority", "state", "payload", "idempotency_key", "tenant_id",
-    "enqueued_by", "attempt", "max_attempts", "run_at", "visible_at", "claimed_by", "concurrency_key", "progress",
-    "result", "last_error", "error_code", "stop_reason", "created_at", "started_at", "finished_at", "updated_at",
-)
-_LIST_FIELDS = tuple(f for f in _ROW_FIELDS if f not in ("result",))
-_HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
-
-
-def _jobs() -> Any:
-    from .models import Job
-
-    return Job.objects.using(get_settings().DATABASE)
-
-
-def _shape(row: dict[str, Any]) -> dict[str, Any]:
-    handle = get_job_handle(row["name"])
-    sensitive = bool(handle and handle.sensitive)
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        if isinstance(value, UUID):
-            value = str(value)
-        elif isinstance(value, datetime):
-            value = _iso(value)
-        out[key] = value
-    out["payload"] = redact(out.get("payload"), sensitive=sensitive)
-    if "result" in out:
-        out["result"] = redact(out["result"], sensitive=sensitive)
-    out["last_error"] = redact_text(out.get("last_error"))
-    out["next_retry_at"] = (out["run_at"] if row["state"] in ("ready", "delayed") and row["attempt"] > 0
-                            else None)
-    out["sensitive"] = sensitive
-    return out
 
 
 def get_job(job_id: str | UUID) -> dict[str, Any]:
@@ -82,14 +90,25 @@ def get_job(job_id: str | UUID) -> dict[str, Any]:
         raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
     job = _shape(row)
     sensitive = job["sensitive"]
-    steps = (JobStep.objects.using(get_settings().DATABASE).filter(run_id=row["run_id"])
+    steps = (JobStep.objects.using(_alias()).filter(run_id=row["run_id"])
              .order_by("seq", "id").values("name", "status", "executions", "output", "error", "started_at",
                                            "completed_at"))
     job["steps"] = [{**s, "output": redact(s["output"], sensitive=sensitive), "error": redact_text(s["error"]),
                      "started_at": _iso(s["started_at"]), "completed_at": _iso(s["completed_at"])} for s in steps]
     job["executions"] = row["attempt"]
-    job["backfill"] = None
+    job["backfill"] = _ledger_row(row["run_id"])
     return job
+
+
+def _ledger_row(run_id: UUID) -> dict[str, Any] | None:
+    """This run's backfill ledger row, when this version has a ledger and the job is a backfill."""
+    from .rows import model, plain
+
+    ledger = model("BackfillRun")
+    if ledger is None or not any(f.name == "run_id" for f in ledger._meta.fields):
+        return None
+    row = ledger.objects.using(_alias()).filter(run_id=run_id).values().first()
+    return None if row is None else {k: plain(v) for k, v in row.items()}
 
 
 def list_jobs(*, queue: str | None = None, name: str | None = None, state: str | None = None,
@@ -143,12 +162,7 @@ def list_jobs(*, queue: str | None = None, name: str | None = None, state: str |
 
 def _id_prefix(query: Any, prefix: str) -> Any:
     """Jobs whose id starts with ``prefix`` (hex, dashes optional), as a range on the primary key."""
-    text = prefix.strip().lower()
-    if not _HEX_PREFIX.match(text):
-        raise JobsError(X_ID_INVALID, f"id_prefix={prefix!r} is not the start of a UUID.")
-    digits = text.replace("-", "")[:32]
-    low = UUID(digits.ljust(32, "0"))
-    high = UUID(digits.ljust(32, "f"))
+    low, high = id_prefix_range(prefix)
     return query.filter(id__gte=low, id__lte=high)
 
 

@@ -21,7 +21,9 @@ job on this path.
 Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.draining``,
 ``jobs.worker.drain-abandoned``, ``jobs.claim.failed``, ``jobs.settle.failed``,
 ``jobs.settle.lost``, ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
-``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``.
+``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``,
+``jobs.worker.presence-failed`` (its ``WorkerHeartbeat`` row, written once per heartbeat
+interval by ``presence.Presence``).
 """
 
 from __future__ import annotations
@@ -211,6 +213,11 @@ class Worker:
         self._stop_event = threading.Event()
         self._abandoned_runs = 0
         self._burst_hold = 0.0
+        from .presence import Presence
+
+        self._lost: list[tuple[UUID, str, str]] = []  # lost leases not yet counted
+        self.presence = Presence(worker_id=self.worker_id, alias=self.alias, queues=self.queues,
+                                 slots=self.capacity, visibility=self.visibility)
 
     # -- one pass ---------------------------------------------------------------------------
 
@@ -444,6 +451,7 @@ class Worker:
         held = [r for r in self.runs.values() if not r.settled]
         self._last_heartbeat = time.monotonic()
         if not held:
+            self.presence.beat([])
             return
         before = time.monotonic()
         try:
@@ -460,6 +468,7 @@ class Worker:
                     if run.token.set("X_JOB_LEASE_LOST", "No lease renewal landed for a whole visibility window."):
                         log.error("jobs.lease.lost job_id=%s name=%s queue=%s", run.id, run.claimed.name,
                                   run.claimed.queue)
+                        self._lost.append((run.id, run.claimed.name, run.claimed.queue))
             return
         try:
             self._slots.renew(held)
@@ -471,6 +480,12 @@ class Worker:
             elif not run.finished.is_set() and run.token.set(
                     "X_JOB_LEASE_LOST", "The job was cancelled or reclaimed by another worker."):
                 log.error("jobs.lease.lost job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
+                self._lost.append((run.id, run.claimed.name, run.claimed.queue))
+        # Counted once the database answers again (a lost lease is often a lost connection).
+        lost, self._lost = self._lost, []
+        if not self.presence.lease_lost(lost):
+            self._lost = lost[-1000:]  # kept (bounded) for the next heartbeat
+        self.presence.beat([r.id for r in held])  # after the renewal: the leases come first
 
     def _rescue(self) -> None:
         self._last_rescue = time.monotonic()
@@ -568,6 +583,7 @@ class Worker:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         self.state = "running"
+        self.presence.beat([])
         log.info("jobs.worker.started worker=%s queues=%s capacity=%s", self.worker_id, ",".join(self.queues),
                  self.capacity)
         if self.store.supports_listen_notify:
@@ -615,6 +631,7 @@ class Worker:
         finally:
             # Bodies abandoned at the drain deadline must not delay the exit: join nobody then.
             self.close(wait=0.0 if self._abandoned_runs else 1.0)
+            self.presence.leave()
             self.state = "stopped"
             log.info("jobs.worker.stopped worker=%s claimed=%s settled=%s interrupted=%s lost=%s", self.worker_id,
                      self.stats["claimed"], self.stats["settled"], self.stats["interrupted"], self.stats["lost"])

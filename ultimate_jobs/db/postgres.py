@@ -108,32 +108,56 @@ RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_att
           j.tenant_id, j.enqueued_by, j.priority, j.concurrency_key, j.traceparent
 """
 
+_COUNT_SETTLED: LiteralString = """
+    -- Add the settled rows to the outcome counters: the 1-minute bucket and the all-time row
+    -- (width 0); coarser tiers are folded from minute rows later (COUNTER_FOLD), off the hot path.
+    -- Grouped so no key appears twice in one insert, and ordered so two workers lock counter rows
+    -- in the same order (no deadlock); the shard (this backend's pid) spreads one hot key over 16
+    -- rows so concurrent settles do not queue on one row lock.
+    INSERT INTO ultimate_jobs_jobcounter AS c (name, queue, outcome, width, bucket, shard, count)
+    SELECT s.name, s.queue, s.outcome, w.width,
+           CASE WHEN w.width = 0 THEN timestamptz 'epoch'
+                ELSE date_bin(w.width * interval '1 second', t.now, timestamptz 'epoch') END,
+           pg_backend_pid() %% 16, count(*)
+      FROM settled AS s, t, (VALUES (0), (60)) AS w(width)
+     GROUP BY 1, 2, 3, 4, 5, 6
+     ORDER BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (name, queue, outcome, width, bucket, shard) DO UPDATE SET count = c.count + excluded.count
+"""
+
 JOB_SETTLE_MANY: LiteralString = """
 -- Settle finished attempts in one statement. Fenced: a row matches only while it is still
 -- running under the claim token this worker was handed, so a cancelled or re-claimed job is
--- never overwritten. Rows that match nothing are answered by their absence.
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
-UPDATE ultimate_jobs_job AS j
-   SET state = CASE WHEN v.state = 'retry'
-                    THEN CASE WHEN v.delay > 0 THEN 'delayed' ELSE 'ready' END
-                    ELSE v.state END,
-       attempt = j.attempt - v.uncount,
-       result = coalesce(v.result::jsonb, j.result),
-       last_error = coalesce(v.last_error, j.last_error),
-       error_code = coalesce(v.error_code, j.error_code),
-       stop_reason = v.stop_reason,
-       run_at = CASE WHEN v.state IN ('retry', 'ready', 'suspended')
-                     THEN t.now + v.delay * interval '1 second' ELSE j.run_at END,
-       visible_at = NULL,
-       finished_at = CASE WHEN v.state IN ('done', 'failed', 'dead', 'cancelled') THEN t.now END,
-       updated_at = t.now
-  FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[], %(state)b::text[], %(result)b::text[],
-                 %(last_error)b::text[], %(error_code)b::text[], %(stop_reason)b::text[], %(delay)b::float8[],
-                 %(uncount)b::int[])
-       AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount)
- WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running'
-   AND j.id = ANY(%(id)b::uuid[])  -- lets the planner walk the primary key, whatever its statistics say
-RETURNING j.id
+-- never overwritten. Rows that match nothing are answered by their absence. The outcome
+-- counters move in the same statement (the counted CTE), so a count can never disagree with
+-- a settle that rolled back.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+settled AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = CASE WHEN v.state = 'retry'
+                        THEN CASE WHEN v.delay > 0 THEN 'delayed' ELSE 'ready' END
+                        ELSE v.state END,
+           attempt = j.attempt - v.uncount,
+           result = coalesce(v.result::jsonb, j.result),
+           last_error = coalesce(v.last_error, j.last_error),
+           error_code = coalesce(v.error_code, j.error_code),
+           stop_reason = v.stop_reason,
+           run_at = CASE WHEN v.state IN ('retry', 'ready', 'suspended')
+                         THEN t.now + v.delay * interval '1 second' ELSE j.run_at END,
+           visible_at = NULL,
+           finished_at = CASE WHEN v.state IN ('done', 'failed', 'dead', 'cancelled') THEN t.now END,
+           updated_at = t.now
+      FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[], %(state)b::text[], %(result)b::text[],
+                     %(last_error)b::text[], %(error_code)b::text[], %(stop_reason)b::text[], %(delay)b::float8[],
+                     %(uncount)b::int[])
+           AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount)
+     WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running'
+       AND j.id = ANY(%(id)b::uuid[])  -- lets the planner walk the primary key, whatever its statistics say
+    RETURNING j.id, j.name, j.queue,
+              CASE v.state WHEN 'retry' THEN 'retried' WHEN 'ready' THEN 'interrupted' ELSE v.state END
+              AS outcome),
+counted AS (""" + _COUNT_SETTLED + """)
+SELECT id FROM settled
 """
 
 JOB_HEARTBEAT: LiteralString = """
@@ -152,27 +176,66 @@ JOB_RESCUE: LiteralString = """
 -- Hand back running jobs whose lease lapsed (their worker died or stalled): a compare-and-set
 -- on the claim token read under the lock. A lapse on the final attempt dead-letters the job
 -- instead of running it forever; dead_letter=False jobs end failed. Only names registered in
--- this process are rescued: their retry policy is known here.
+-- this process are rescued: their retry policy is known here. Counted like a settle.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 lapsed AS (
     SELECT l.id, l.claim FROM ultimate_jobs_job AS l, t
      WHERE l.state = 'running' AND l.visible_at < t.now AND l.name = ANY(%(names)b::text[])
      ORDER BY l.visible_at LIMIT %(limit)s
-       FOR UPDATE OF l SKIP LOCKED)
-UPDATE ultimate_jobs_job AS j
-   SET state = CASE WHEN j.attempt < j.max_attempts THEN 'ready'
-                    WHEN j.name = ANY(%(no_dead_letter)b::text[]) THEN 'failed' ELSE 'dead' END,
-       stop_reason = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE 'lease-lapsed' END,
-       last_error = CASE WHEN j.attempt < j.max_attempts
-                         THEN 'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'
-                         ELSE 'lease lapsed on the final attempt (worker ' || coalesce(j.claimed_by, '?')
-                              || ' died or stalled)' END,
-       error_code = 'X_LEASE_LAPSED',
-       finished_at = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE t.now END,
-       run_at = t.now, visible_at = NULL, updated_at = t.now
-  FROM lapsed, t
- WHERE j.id = lapsed.id AND j.claim IS NOT DISTINCT FROM lapsed.claim AND j.state = 'running'
-RETURNING j.id, j.name, j.queue, j.state
+       FOR UPDATE OF l SKIP LOCKED),
+settled AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = CASE WHEN j.attempt < j.max_attempts THEN 'ready'
+                        WHEN j.name = ANY(%(no_dead_letter)b::text[]) THEN 'failed' ELSE 'dead' END,
+           stop_reason = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE 'lease-lapsed' END,
+           last_error = CASE WHEN j.attempt < j.max_attempts
+                             THEN 'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'
+                             ELSE 'lease lapsed on the final attempt (worker ' || coalesce(j.claimed_by, '?')
+                                  || ' died or stalled)' END,
+           error_code = 'X_LEASE_LAPSED',
+           finished_at = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE t.now END,
+           run_at = t.now, visible_at = NULL, updated_at = t.now
+      FROM lapsed, t
+     WHERE j.id = lapsed.id AND j.claim IS NOT DISTINCT FROM lapsed.claim AND j.state = 'running'
+    RETURNING j.id, j.name, j.queue, j.state,
+              CASE j.state WHEN 'ready' THEN 'retried' ELSE j.state END AS outcome),
+counted AS (""" + _COUNT_SETTLED + """)
+SELECT id, name, queue, state FROM settled
+"""
+
+COUNTER_ADD: LiteralString = """
+-- Add one event per (name, queue, outcome) to the counters outside a settle: an operator's
+-- cancel, a worker's lost lease.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+settled AS (SELECT e.name, e.queue, e.outcome
+                FROM unnest(%(name)b::text[], %(queue)b::text[], %(outcome)b::text[]) AS e(name, queue, outcome)),
+counted AS (""" + _COUNT_SETTLED + """)
+SELECT count(*) FROM settled
+"""
+
+COUNTER_FOLD: LiteralString = """
+-- Move 1-minute buckets older than %(before)s into the 5-minute and 1-hour tiers. The DELETE
+-- takes each minute row exactly once even when two workers fold at the same moment (the second
+-- finds the rows gone), and the tiers receive what it took in the same statement.
+WITH moved AS (
+    DELETE FROM ultimate_jobs_jobcounter AS m
+     WHERE m.width = 60 AND m.bucket < %(before)s
+    RETURNING m.name, m.queue, m.outcome, m.bucket, m.shard, m.count),
+tiers AS (
+    SELECT mv.name, mv.queue, mv.outcome, w.width,
+           date_bin(w.width * interval '1 second', mv.bucket, timestamptz 'epoch') AS bucket, mv.shard,
+           sum(mv.count) AS count
+      FROM moved AS mv, (VALUES (300), (3600)) AS w(width)
+     GROUP BY 1, 2, 3, 4, 5, 6)
+INSERT INTO ultimate_jobs_jobcounter AS c (name, queue, outcome, width, bucket, shard, count)
+SELECT tiers.name, tiers.queue, tiers.outcome, tiers.width, tiers.bucket, tiers.shard, tiers.count
+  FROM tiers ORDER BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (name, queue, outcome, width, bucket, shard) DO UPDATE SET count = c.count + excluded.count
+"""
+
+QUEUE_WAKE: LiteralString = """
+-- Wake idle workers of these queues at commit (an operator retried or promoted jobs there).
+SELECT count(pg_notify('ultimate_jobs', q.queue)) FROM unnest(%(queues)b::text[]) AS q(queue)
 """
 
 LEASE_ACQUIRE: LiteralString = """
@@ -459,3 +522,23 @@ class PostgresStore:
                                                 "dead_retention": dead_retention, "limit": limit, "now": now})
             jobs, steps = cursor.fetchone()
         return int(jobs), int(steps)
+
+    def queue_wake(self, *, queues: Sequence[str]) -> None:
+        """Notify idle workers of ``queues`` when the current transaction commits."""
+        if queues:
+            with self._cursor() as cursor:
+                cursor.execute(QUEUE_WAKE, {"queues": sorted(set(queues))})
+
+    def counter_fold(self, *, before: datetime) -> int:
+        """Fold 1-minute counter buckets older than ``before`` into the coarser tiers; answer rows written."""
+        with self._cursor() as cursor:
+            cursor.execute(COUNTER_FOLD, {"before": before})
+            return cursor.rowcount
+
+    def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None:
+        """Count one ``(name, queue, outcome)`` event each (minute bucket and all-time row)."""
+        if not events:
+            return
+        with self._cursor() as cursor:
+            cursor.execute(COUNTER_ADD, {"name": [e[0] for e in events], "queue": [e[1] for e in events],
+                                         "outcome": [e[2] for e in events], "now": now})

@@ -67,6 +67,7 @@ UPDATE ultimate_jobs_job
        last_error = coalesce(%s, last_error), error_code = coalesce(%s, error_code), stop_reason = %s,
        run_at = coalesce(%s, run_at), visible_at = NULL, finished_at = %s, updated_at = %s
  WHERE id = %s AND claim = %s AND state = 'running'
+RETURNING name, queue
 """
 
 JOB_HEARTBEAT: LiteralString = """
@@ -155,7 +156,55 @@ DELETE FROM ultimate_jobs_jobstep
    AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k WHERE k.run_id = ultimate_jobs_jobstep.run_id)
 """
 
+COUNTER_ADD: LiteralString = """
+-- Add to one outcome counter row (one tier's bucket, or the all-time row with width 0). Called
+-- inside the settling transaction, so a count never disagrees with a settle that rolled back.
+INSERT INTO ultimate_jobs_jobcounter (name, queue, outcome, width, bucket, shard, count)
+VALUES (%s, %s, %s, %s, %s, 0, %s)
+ON CONFLICT (name, queue, outcome, width, bucket, shard)
+DO UPDATE SET count = ultimate_jobs_jobcounter.count + excluded.count
+"""
+
+_WIDTHS = (0, 60)  # the all-time row and the minute bucket; coarser tiers are folded later
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+COUNTER_FOLD_READ: LiteralString = """
+-- The 1-minute counter buckets old enough to fold into the coarser tiers.
+SELECT name, queue, outcome, bucket, shard, count FROM ultimate_jobs_jobcounter WHERE width = 60 AND bucket < %s
+"""
+
+COUNTER_FOLD_DELETE: LiteralString = """
+-- Drop the minute buckets just folded (same transaction, one writer: each is folded once).
+DELETE FROM ultimate_jobs_jobcounter WHERE width = 60 AND bucket < %s
+"""
+
+COUNTER_FOLD_ADD: LiteralString = """
+-- Add folded minutes to one coarser bucket.
+INSERT INTO ultimate_jobs_jobcounter (name, queue, outcome, width, bucket, shard, count)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (name, queue, outcome, width, bucket, shard)
+DO UPDATE SET count = ultimate_jobs_jobcounter.count + excluded.count
+"""
+_OUTCOMES = {"retry": "retried", "ready": "interrupted"}
+
 _TERMINAL = ("done", "failed", "dead", "cancelled")
+
+
+def _bucket(when: datetime, width: int) -> str | None:
+    if width == 0:
+        return ts(_EPOCH)
+    epoch = int(when.timestamp())
+    return ts(datetime.fromtimestamp(epoch - epoch % width, UTC))
+
+
+def _count(cursor: Any, events: Sequence[tuple[str, str, str]], when: datetime) -> None:
+    """Add ``(name, queue, outcome)`` events to the minute bucket and the all-time row."""
+    tally: dict[tuple[str, str, str], int] = {}
+    for event in events:
+        tally[event] = tally.get(event, 0) + 1
+    for (name, queue, outcome), n in sorted(tally.items()):
+        for width in _WIDTHS:
+            cursor.execute(COUNTER_ADD, [name, queue, outcome, width, _bucket(when, width), n])
 
 
 def ts(value: datetime | None) -> str | None:
@@ -247,6 +296,7 @@ class SqliteStore:
         when = now or clock.now()
         stamp = ts(when)
         settled: set[UUID] = set()
+        events: list[tuple[str, str, str]] = []
         with self._atomic(), self._cursor() as cursor:
             for s in settlements:
                 state = s.state
@@ -256,8 +306,11 @@ class SqliteStore:
                 cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, s.last_error, s.error_code,
                                             s.stop_reason, run_at, stamp if state in _TERMINAL else None, stamp,
                                             s.id.hex, s.claim.hex])
-                if cursor.rowcount == 1:
+                row = cursor.fetchone()
+                if row is not None:
                     settled.add(s.id)
+                    events.append((row[0], row[1], _OUTCOMES.get(s.state, s.state)))
+            _count(cursor, events, when)
         return settled
 
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
@@ -338,6 +391,8 @@ class SqliteStore:
                                             stamp if final else None, stamp, stamp, job_id, claim])
                 if cursor.rowcount == 1:
                     rescued.append((_uuid(job_id), name, queue, state))
+            _count(cursor, [(name, queue, "retried" if state == "ready" else state)
+                            for _, name, queue, state in rescued], when)
         return rescued
 
     def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
@@ -375,3 +430,29 @@ class SqliteStore:
             jobs = cursor.rowcount
             cursor.execute(JOB_STEP_PURGE_ORPHANS.format(run_ids=", ".join(["%s"] * len(run_ids))), run_ids)
             return jobs, cursor.rowcount
+
+    def queue_wake(self, *, queues: Sequence[str]) -> None:
+        """SQLite workers poll: nothing to send."""
+
+    def counter_fold(self, *, before: datetime) -> int:
+        """Fold 1-minute counter buckets older than ``before`` into the coarser tiers; answer rows written."""
+        tally: dict[tuple[Any, ...], int] = {}
+        with self._atomic(), self._cursor() as cursor:
+            cursor.execute(COUNTER_FOLD_READ, [ts(before)])
+            for name, queue, outcome, bucket, shard, count in cursor.fetchall():
+                when = datetime.fromisoformat(bucket) if isinstance(bucket, str) else bucket
+                when = when.replace(tzinfo=UTC) if when.tzinfo is None else when
+                for width in (300, 3600):
+                    key = (name, queue, outcome, width, _bucket(when, width), shard)
+                    tally[key] = tally.get(key, 0) + count
+            for key, count in sorted(tally.items()):
+                cursor.execute(COUNTER_FOLD_ADD, [*key, count])
+            cursor.execute(COUNTER_FOLD_DELETE, [ts(before)])
+        return len(tally)
+
+    def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None:
+        """Count one ``(name, queue, outcome)`` event each (minute bucket and all-time row)."""
+        if not events:
+            return
+        with self._atomic(), self._cursor() as cursor:
+            _count(cursor, events, now or clock.now())

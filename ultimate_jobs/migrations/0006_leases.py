@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ultimate_jobs', '0004_scheduler'),
+        ('ultimate_jobs', '0005_operations'),
     ]
 
     operations = [

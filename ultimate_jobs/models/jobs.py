@@ -81,6 +81,7 @@ class Job(models.Model):
             ("retry_job", "Can retry jobs"),
             ("cancel_job", "Can cancel jobs"),
             ("promote_job", "Can run jobs now"),
+            ("pause_queue", "Can pause and resume queues and scheduled tasks"),
         ]
 
     def __str__(self) -> str:

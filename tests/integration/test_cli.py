@@ -1,0 +1,148 @@
+"""``python manage.py jobs``: every subcommand, --json equal to ops, coded errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from tests.app import jobs
+from tests.factories import JobFactory
+from ultimate_jobs import Worker, ops
+from ultimate_jobs.models import Job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("jobs", *args, stdout=out, stderr=err)
+        code = 0
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def cli_json(*args: str) -> object:
+    code, out, err = cli(*args, "--json")
+    assert code == 0, (out, err)
+    return json.loads(out)
+
+
+def test_show_json_equals_ops_get_job() -> None:
+    r = jobs.flaky.enqueue(key="show", failures=1)
+    Worker(queues=["default"], burst=True).run(install_signals=False)
+    assert cli_json("show", str(r.id)) == ops.get_job(r.id)
+    code, out, _ = cli("show", str(r.id))
+    assert code == 0 and str(r.id) in out and "flaky failure 1 of 1" in out
+
+
+def test_retry_twice_is_refused_with_a_code_and_a_nonzero_exit() -> None:
+    dead = JobFactory(dead=True)
+    code, out, err = cli("retry", str(dead.id))
+    assert code == 0 and "ready" in out
+    code, out, err = cli("retry", str(dead.id))
+    assert code == 1 and out == ""
+    assert err.startswith("X_JOB_NOT_REQUEUEABLE: ") and "\nFix: " in err and "Traceback" not in err
+    code, out, _ = cli("retry", str(dead.id), "--json")
+    assert code == 1 and json.loads(out)["error"]["code"] == "X_JOB_NOT_REQUEUEABLE"
+
+
+def test_an_unknown_id_is_not_found() -> None:
+    code, _, err = cli("show", "01234567-89ab-7def-8123-456789abcdef")
+    assert code == 1 and err.startswith("X_JOB_NOT_FOUND")
+    code, _, err = cli("cancel", "not-a-uuid")
+    assert code == 1 and err.startswith("X_ID_INVALID")
+
+
+def test_ls_pages_with_cursors_and_refuses_a_limit_over_200() -> None:
+    ids = [str(jobs.noop.enqueue(key=f"ls{i}").id) for i in range(5)]
+    page = cli_json("ls", "--limit", "2")
+    assert [j["id"] for j in page["jobs"]] == ids[::-1][:2]
+    assert page == ops.list_jobs(limit=2)
+    older = cli_json("ls", "--limit", "2", "--after", page["next"])
+    assert [j["id"] for j in older["jobs"]] == ids[::-1][2:4]
+    code, out, err = cli("ls", "--limit", "201")
+    assert code == 1 and err.startswith("X_JOB_INPUT_INVALID")
+    code, out, _ = cli("ls", "--state", "dead", "--queue", "default")
+    assert code == 0 and "no jobs match" in out
+
+
+def test_cancel_promote_rm_and_bulk_retry() -> None:
+    live, delayed, dead = JobFactory(), JobFactory(delayed=True), JobFactory(dead=True)
+    assert cli_json("cancel", str(live.id), "--reason", "duplicate order")["state"] == "cancelled"
+    assert cli_json("promote", str(delayed.id))["state"] == "ready"
+    assert cli_json("rm", str(dead.id)) == {"id": str(dead.id), "removed": True}
+    for _ in range(3):
+        JobFactory(dead=True, queue="payments")
+    assert cli_json("retry", "--state", "dead", "--queue", "payments", "--all") == {"affected": 3, "remaining": 0}
+    code, _, err = cli("rm", str(JobFactory(running=True).id))
+    assert code == 1 and err.startswith("X_JOB_NOT_REMOVABLE")
+    code, _, err = cli("retry", str(live.id), "--state", "dead")
+    assert code == 1 and err.startswith("X_JOB_INPUT_INVALID")
+
+
+def test_stats_pause_resume_workers_tasks() -> None:
+    JobFactory(dead=True, queue="payments")
+    assert cli_json("pause", "payments")["paused"] is True
+    stats = cli_json("stats", "--since", "1h")
+    assert {q["queue"]: q["paused"] for q in stats["queues"]}["payments"] is True
+    assert [q for q in stats["queues"] if q["queue"] == "payments"][0]["dead"] == 1
+    assert cli_json("resume", "payments")["was_paused"] is True
+    code, out, _ = cli("stats")
+    assert code == 0 and "payments" in out
+    assert cli_json("workers") == []
+    assert cli_json("tasks") == {"installed": ops.scheduler_installed(), "tasks": ops.scheduled_tasks() or []}
+
+
+def test_resolve_step_degrades_clearly_without_durable_steps() -> None:
+    dead = JobFactory(dead=True)
+    code, out, err = cli("resolve-step", str(dead.id), "charge", "--ran", "--output", '{"id": 1}')
+    if hasattr(ops, "resolve_step"):
+        assert code in (0, 1)
+    else:
+        assert code == 1 and err.startswith("X_NOT_IMPLEMENTED")
+
+
+def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    JobFactory(done=True)
+    code, out, _ = cli("doctor")
+    assert code == 0 and "healthy" in out
+    stuck = JobFactory(running=True, claimed_by="gone-worker", visible_at=frozen_clock.now() - timedelta(minutes=5))
+    code, out, _ = cli("doctor", "--json")
+    report = json.loads(out)
+    assert code == 3 and report["ok"] is False
+    check = next(c for c in report["checks"] if c["name"] == "stuck-running")
+    assert check["ids"] == [str(stuck.id)]
+    code, out, _ = cli("doctor")
+    assert code == 3 and str(stuck.id) in out and "UNHEALTHY" in out
+    # A live worker will rescue it: not stuck.
+    worker = Worker(queues=["default"], worker_id="gone-worker")
+    worker.presence.beat([])
+    assert cli("doctor")[0] == 0
+    Job.objects.filter(id=stuck.id).update(state="dead")
+
+
+def test_the_real_command_exits_nonzero_without_a_traceback() -> None:
+    dead = JobFactory(dead=True)
+    ops.retry_job(dead.id)
+    env = {**os.environ, "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"]), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "django", "jobs", "--settings", "tests.settings", "retry",
+                           str(dead.id)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc
+    assert proc.stderr.startswith("X_JOB_NOT_REQUEUEABLE: ") and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "django", "jobs", "--settings", "tests.settings", "ls", "--state",
+                           "ready", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [j["id"] for j in json.loads(proc.stdout)["jobs"]] == [str(dead.id)]

@@ -1,0 +1,29 @@
+"""A real jobs_worker process appears in ops.workers() while it runs and leaves on SIGTERM; a
+killed one drops off one visibility timeout after its last heartbeat."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests.conftest import wait_for
+from ultimate_jobs import ops
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_worker_registers_and_leaves_on_sigterm(worker_process) -> None:  # type: ignore[no-untyped-def]
+    proc = worker_process("--queues", "default,other", "--concurrency", "3", "--roles", "worker")
+    (row,) = wait_for(ops.workers, timeout=30)  # type: ignore[misc]
+    assert row["pid"] == proc.pid and row["queues"] == ["default", "other"] and row["slots"] == 3
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, proc.output()
+    assert ops.workers() == []
+
+
+def test_a_killed_worker_expires(worker_process) -> None:  # type: ignore[no-untyped-def]
+    proc = worker_process("--roles", "worker", env={"JOBS_TEST_VISIBILITY": "1s"})
+    wait_for(ops.workers, timeout=30)
+    proc.kill()
+    wait_for(lambda: ops.workers() == [], timeout=10)

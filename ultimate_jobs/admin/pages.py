@@ -1,0 +1,97 @@
+"""Internal: the admin pages beside the job changelist: queues, workers, scheduled tasks and
+the backfill ledger. Each reads one ``ops`` call; pausing and resuming (queues and tasks) needs
+``ultimate_jobs.pause_queue`` and a POST. A page whose feature this version lacks says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from .. import ops
+from ..errors import X_NOT_IMPLEMENTED, JobsError
+
+if TYPE_CHECKING:
+    from .jobs import JobAdmin
+
+View = Callable[..., HttpResponse]
+STATE_COLUMNS = ("ready", "delayed", "running", "suspended", "failed", "dead", "done", "cancelled")
+
+
+def _render(admin: JobAdmin, request: HttpRequest, template: str, title: str, **context: Any) -> HttpResponse:
+    if not admin.has_view_or_change_permission(request):
+        raise PermissionDenied
+    return TemplateResponse(request, f"admin/ultimate_jobs/{template}", {
+        **admin.admin_site.each_context(request), "opts": admin.opts, "title": title,
+        "can_pause": admin.has_pause_permission(request), **context})
+
+
+def queues_view(admin: JobAdmin) -> View:
+    def view(request: HttpRequest) -> HttpResponse:
+        changelist = reverse("admin:ultimate_jobs_job_changelist")
+        rows = [{**q, "cells": [(s, q[s], f"{changelist}?queue={q['queue']}&state__exact={s}") for s in STATE_COLUMNS]}
+                for q in ops.queue_stats()]
+        return _render(admin, request, "queues.html", "Queues", queues=rows, states=STATE_COLUMNS)
+    return view
+
+
+def _toggle(admin: JobAdmin, request: HttpRequest, verb: str, act: Callable[[], Any], back: str, what: str) -> Any:
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    if not admin.has_pause_permission(request) or verb not in ("pause", "resume"):
+        raise PermissionDenied
+    try:
+        act()
+    except JobsError as err:
+        admin.message_user(request, f"{err.code}: {err.cause} Fix: {err.fix}", messages.WARNING)
+    else:
+        admin.message_user(request, f"{what} {verb}d.", messages.SUCCESS)
+    return HttpResponseRedirect(reverse(back))
+
+
+def queue_toggle_view(admin: JobAdmin) -> View:
+    def view(request: HttpRequest, queue: str, verb: str) -> HttpResponse:
+        def act() -> Any:
+            return (ops.pause_queue(queue, by=request.user.get_username()) if verb == "pause"
+                    else ops.resume_queue(queue))
+        return _toggle(admin, request, verb, act, "admin:ultimate_jobs_queues", f"Queue {queue}")
+    return view
+
+
+def workers_view(admin: JobAdmin) -> View:
+    def view(request: HttpRequest) -> HttpResponse:
+        return _render(admin, request, "workers.html", "Workers", workers=ops.workers())
+    return view
+
+
+def tasks_view(admin: JobAdmin) -> View:
+    def view(request: HttpRequest) -> HttpResponse:
+        return _render(admin, request, "tasks.html", "Scheduled tasks", tasks=ops.scheduled_tasks())
+    return view
+
+
+def task_toggle_view(admin: JobAdmin) -> View:
+    def view(request: HttpRequest, task: str, verb: str) -> HttpResponse:
+        def act() -> Any:
+            call = getattr(ops, f"{verb}_task", None)
+            if call is None:
+                raise JobsError(X_NOT_IMPLEMENTED, "Pausing tasks needs the cron scheduler, which this version "
+                                "does not include.")
+            return call(task)
+        return _toggle(admin, request, verb, act, "admin:ultimate_jobs_tasks", f"Task {task}")
+    return view
+
+
+def backfills_view(admin: JobAdmin) -> View:
+    def view(request: HttpRequest) -> HttpResponse:
+        runs = ops.backfill_runs()
+        columns = list(runs[0]) if runs else []
+        return _render(admin, request, "backfills.html", "Backfill ledger", runs=runs, columns=columns,
+                       rows=[[run[c] for c in columns] for run in runs or []])
+    return view

@@ -1,0 +1,106 @@
+"""``python manage.py jobs <subcommand> [--json]``: operate the queue from a terminal.
+
+Subcommands: ``ls``, ``show``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
+``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``; ``--json`` on every one.
+Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback), 2 a
+usage error, 3 ``doctor`` found offending rows. See docs/reference/cli.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from ...durations import to_seconds
+from ...errors import JobsError
+from ...models.jobs import STATES
+
+
+def _duration(text: str) -> float:
+    try:
+        return to_seconds(text, subject="--since")
+    except JobsError as err:
+        raise argparse.ArgumentTypeError(err.cause) from None
+
+
+def _limit(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _filters(parser: Any, *, states: tuple[str, ...] = STATES) -> None:
+    parser.add_argument("--state", choices=states, help="Only jobs in this state.")
+    parser.add_argument("--queue", help="Only jobs of this queue.")
+    parser.add_argument("--name", help="Only jobs of this job name.")
+    parser.add_argument("--tenant", dest="tenant_id", help="Only jobs of this tenant id.")
+
+
+class Command(BaseCommand):
+    help = "Operate the jobs queue: list, show, retry, cancel, promote, remove, pause, stats, doctor."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--json", action="store_true", help="Print one JSON document instead of tables.")
+        subs = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+
+        def sub(name: str, help: str) -> Any:
+            child = subs.add_parser(name, help=help, description=help)
+            child.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                               help="Print one JSON document instead of tables.")
+            return child
+
+        ls = sub("ls", "List jobs, newest first (keyset pages of at most 200).")
+        _filters(ls)
+        ls.add_argument("--id-prefix", help="Jobs whose id starts with this (hex, dashes optional).")
+        ls.add_argument("--limit", type=_limit, default=50, help="Rows per page, 1 to 200 (50).")
+        ls.add_argument("--after", help="The next (older) page: the 'next' cursor of the page before.")
+        ls.add_argument("--before", help="The previous (newer) page: the 'previous' cursor.")
+        sub("show", "One job: its row, step timeline, next retry and error.").add_argument("id")
+        for name, what in (("retry", "Retry a finished job, or finished jobs matching filters (1,000 a call)."),
+                           ("promote", "Run a delayed job now, or those matching filters (1,000 a call)."),
+                           ("rm", "Remove a job that is not running, or those matching filters (1,000 a call).")):
+            child = sub(name, what)
+            child.add_argument("id", nargs="?", help="One job id (or use the filters).")
+            _filters(child)
+            child.add_argument("--all", action="store_true", help="Repeat the bulk call until nothing remains.")
+            if name == "retry":
+                child.add_argument("--from-step", help="Drop this step and every later one, so they run again.")
+        cancel = sub("cancel", "Cancel a live job (a running one stops at its next heartbeat).")
+        cancel.add_argument("id")
+        cancel.add_argument("--reason", help="Why, kept on the job.")
+        sub("stats", "Per-queue depth by state, the oldest ready age, and recent outcomes.").add_argument(
+            "--since", type=_duration, default=3600.0, help="The outcomes' window (1h).")
+        sub("pause", "Pause a queue: no worker claims from it; enqueues still land.").add_argument("queue")
+        sub("resume", "Resume a paused queue.").add_argument("queue")
+        resolve = sub("resolve-step", "Resolve a once=True step whose outcome is unknown, then retry the job.")
+        resolve.add_argument("id")
+        resolve.add_argument("step")
+        outcome = resolve.add_mutually_exclusive_group(required=True)
+        outcome.add_argument("--ran", dest="ran", action="store_true", help="The step's effect happened.")
+        outcome.add_argument("--not-ran", dest="ran", action="store_false", help="It did not: run it again.")
+        resolve.add_argument("--output", help="The step's output as JSON (with --ran).")
+        sub("workers", "Live workers: host, queues, slots, in-flight jobs, last heartbeat.")
+        tasks = sub("tasks", "Scheduled tasks: next run, last fire, paused.")
+        toggle = tasks.add_mutually_exclusive_group()
+        toggle.add_argument("--pause", metavar="TASK", help="Pause this task first.")
+        toggle.add_argument("--resume", metavar="TASK", help="Resume this task first.")
+        sub("doctor", "Check the queue's invariants; exit 3 with the offending ids when one fails.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ...cli import JobsCLI
+
+        command = options.pop("subcommand")
+        as_json = options.pop("json", False)
+        # Django's own options (and call_command's streams) are not the subcommand's.
+        for key in ("verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks",
+                    *self.base_stealth_options):
+            options.pop(key, None)
+        cli = JobsCLI(self.stdout._out, self.stderr._out, json=as_json)
+        code = cli.run(command, **options)
+        self.stdout._out.flush()
+        if code:
+            sys.exit(code)

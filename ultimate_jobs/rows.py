@@ -1,0 +1,108 @@
+"""Internal: how rows become the plain, JSON-ready dicts the operator API answers.
+
+Shared by ``ops`` (reads), ``actions`` (writes on jobs), ``queues`` and ``doctor``: the field
+lists, the ISO 8601 timestamps, the redaction of payloads, results and errors, and the ``now``
+every operator write uses (the database's clock on PostgreSQL unless a test froze the clock).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connections
+
+from . import clock
+from .conf import get_settings
+from .declaration import get_job_handle
+from .errors import X_ID_INVALID, JobsError
+from .redact import redact, redact_text
+
+_HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
+
+ROW_FIELDS = (
+    "id", "run_id", "name", "queue", "priority", "state", "payload", "idempotency_key", "tenant_id",
+    "enqueued_by", "attempt", "max_attempts", "run_at", "visible_at", "claimed_by", "concurrency_key", "progress",
+    "result", "last_error", "error_code", "stop_reason", "created_at", "started_at", "finished_at", "updated_at",
+)
+LIST_FIELDS = tuple(f for f in ROW_FIELDS if f not in ("result",))
+
+
+def iso(value: datetime | None) -> str | None:
+    """An aware datetime as ISO 8601 in UTC with a ``Z``; ``None`` stays ``None``."""
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def alias() -> str:
+    return get_settings().DATABASE
+
+
+def jobs() -> Any:
+    """The ``Job`` queryset on the jobs database (models are imported late: ops is importable early)."""
+    from .models import Job
+
+    return Job.objects.using(alias())
+
+
+def model(name: str) -> Any:
+    """An ultimate_jobs model by name, or ``None`` when this version (or branch) has no such table."""
+    from django.apps import apps
+
+    try:
+        return apps.get_model("ultimate_jobs", name)
+    except LookupError:
+        return None
+
+
+def write_now() -> Any:
+    """The ``now`` an operator write stores: the frozen test time, else the database's clock on
+    PostgreSQL (so a web host with a skewed clock cannot push a retried job into the future), and
+    the process clock on SQLite (as the SQLite store does)."""
+    frozen = clock.sql_now()
+    if frozen is not None:
+        return frozen
+    if connections[alias()].vendor == "postgresql":
+        from django.db.models.functions import Now
+
+        return Now()
+    return clock.now()
+
+
+def plain(value: Any) -> Any:
+    """UUIDs and datetimes as strings, so ``json.dumps`` takes the answer as it is."""
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return iso(value)
+    return value
+
+
+def shape(row: dict[str, Any]) -> dict[str, Any]:
+    """A job row as ops answers it: plain values, redacted payload, result and error."""
+    handle = get_job_handle(row["name"])
+    sensitive = bool(handle and handle.sensitive)
+    out = {key: plain(value) for key, value in row.items()}
+    out["payload"] = redact(out.get("payload"), sensitive=sensitive)
+    if "result" in out:
+        out["result"] = redact(out["result"], sensitive=sensitive)
+    out["last_error"] = redact_text(out.get("last_error"))
+    out["next_retry_at"] = (out["run_at"] if row["state"] in ("ready", "delayed") and row["attempt"] > 0
+                            else None)
+    out["sensitive"] = sensitive
+    return out
+
+
+def is_id_prefix(text: str) -> bool:
+    return bool(_HEX_PREFIX.match(text.strip().lower()))
+
+
+def id_prefix_range(prefix: str) -> tuple[UUID, UUID]:
+    """The primary-key range of ids starting with ``prefix`` (hex, dashes optional); raise
+    ``X_ID_INVALID`` for anything else. A range, so the lookup walks the primary key index."""
+    text = prefix.strip().lower()
+    if not _HEX_PREFIX.match(text):
+        raise JobsError(X_ID_INVALID, f"id_prefix={prefix!r} is not the start of a UUID.")
+    digits = text.replace("-", "")[:32]
+    return UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))

@@ -1,0 +1,81 @@
+"""OpenTelemetry, when installed (the ``otel`` extra): a job's span is a child of the request
+that enqueued it.
+
+An enqueue stamps the current span's W3C ``traceparent`` on the row; the worker opens the
+job's span (``job <name>``, kind CONSUMER) as its child around the body, so a trace shows the
+HTTP request and the job that ran later as one; durable steps open ``step <name>`` children
+through ``step_span``. Without opentelemetry-api every helper is a no-op; without an SDK the
+API's spans are non-recording and cost next to nothing.
+
+Usage: nothing to call; configure an OpenTelemetry SDK (a ``TracerProvider`` and exporter) in
+the web and worker processes as usual.
+
+Options: none. Logged events: none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+@functools.cache
+def _api() -> Any:
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace
+
+
+def current_traceparent() -> str | None:
+    """The current span as a ``traceparent`` header value, or ``None`` outside a valid span."""
+    trace = _api()
+    if trace is None:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def _parent(traceparent: str | None) -> Any:
+    trace = _api()
+    match = _TRACEPARENT.match(traceparent or "")
+    if trace is None or match is None:
+        return None
+    span_context = trace.SpanContext(trace_id=int(match[1], 16), span_id=int(match[2], 16), is_remote=True,
+                                     trace_flags=trace.TraceFlags(int(match[3], 16)))
+    return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+
+
+@contextlib.contextmanager
+def job_span(*, name: str, job_id: Any, queue: str, attempt: int, traceparent: str | None) -> Iterator[Any]:
+    """The span of one attempt, a child of the enqueuer's span when the row carries one."""
+    trace = _api()
+    if trace is None:
+        yield None
+        return
+    tracer = trace.get_tracer("ultimate_jobs")
+    attributes = {"job.id": str(job_id), "job.name": name, "job.queue": queue, "job.attempt": attempt,
+                  "messaging.system": "ultimate_jobs", "messaging.destination.name": queue}
+    with tracer.start_as_current_span(f"job {name}", context=_parent(traceparent), kind=trace.SpanKind.CONSUMER,
+                                      attributes=attributes) as span:
+        yield span
+
+
+@contextlib.contextmanager
+def step_span(name: str) -> Iterator[Any]:
+    """A child span of the current job span for one durable step."""
+    trace = _api()
+    if trace is None:
+        yield None
+        return
+    with trace.get_tracer("ultimate_jobs").start_as_current_span(f"step {name}",
+                                                                 attributes={"job.step": name}) as span:
+        yield span
