@@ -15,12 +15,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 from uuid import UUID
 
-from .store import ClaimedJob, Settlement
+from .store import ClaimedJob, OutboxRow, Settlement
 
 if TYPE_CHECKING:
     from ..enqueue import JobRow
 
 CHANNEL = "ultimate_jobs"
+OUTBOX_CHANNEL = "ultimate_jobs_outbox"  # relays listen here; workers never wake for a staged row
 
 JOB_INSERT_MANY: LiteralString = """
 -- Insert validated rows; a row whose live key is held already is skipped: that is the dedupe.
@@ -170,6 +171,130 @@ UPDATE ultimate_jobs_job AS j
 RETURNING j.id, j.name, j.queue, j.state
 """
 
+OUTBOX_STAGE_MANY: LiteralString = """
+-- Stage validated enqueues in the caller's transaction: its commit is the enqueue, its rollback
+-- means the job never existed. run_at is fixed here, so a delay counts from the enqueue, not from
+-- the publish. txid groups this transaction's rows, which the relay publishes in (staged_at, id)
+-- order; within one transaction staged_at is one value (now() is the transaction's start) and
+-- the UUIDv7 id is the staging order. The notify reaches an idle relay at commit, never on rollback.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now, pg_current_xact_id()::text::bigint AS txid),
+staged AS (
+    INSERT INTO ultimate_jobs_outboxentry (
+        id, txid, staged_at, run_id, name, queue, priority, payload, idempotency_key, tenant_id,
+        enqueued_by, max_attempts, run_at, concurrency_key, traceparent)
+    SELECT v.id, t.txid, t.now, v.run_id, v.name, v.queue, v.priority, v.payload, v.idempotency_key,
+           v.tenant_id, v.enqueued_by, v.max_attempts,
+           coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent
+      FROM t, unnest(%(id)b::uuid[], %(run_id)b::uuid[], %(name)b::text[], %(queue)b::text[],
+                     %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
+                     %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
+                     %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
+                     %(traceparent)b::text[])
+           AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
+                max_attempts, delay, run_at, concurrency_key, traceparent))
+SELECT count(pg_notify('ultimate_jobs_outbox', q.queue)) FROM unnest(%(notify)b::text[]) AS q(queue)
+"""
+
+OUTBOX_STAGE_ONE: LiteralString = """
+-- The one-row form of OUTBOX_STAGE_MANY (a single enqueue inside a transaction): no arrays to
+-- build and unpack on the hot path.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now, pg_current_xact_id()::text::bigint AS txid),
+staged AS (
+    INSERT INTO ultimate_jobs_outboxentry (
+        id, txid, staged_at, run_id, name, queue, priority, payload, idempotency_key, tenant_id,
+        enqueued_by, max_attempts, run_at, concurrency_key, traceparent)
+    SELECT %(id)s, t.txid, t.now, %(run_id)s, %(name)s, %(queue)s, %(priority)s, %(payload)s,
+           %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, %(max_attempts)s,
+           coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second'), %(concurrency_key)s,
+           %(traceparent)s
+      FROM t)
+SELECT count(pg_notify('ultimate_jobs_outbox', %(queue)s)) FROM t WHERE %(notify)s
+"""
+
+OUTBOX_CLAIM: LiteralString = """
+-- Claim up to %(limit)s committed rows as a lease: one statement locks them and stamps
+-- claimed_at/claimed_by, so two relays can never hold one row inside its lease (a bare
+-- SELECT ... FOR UPDATE under autocommit would drop its locks before the relay used them).
+-- A row is claimable when unpublished and unclaimed or its lease lapsed (its relay died), and
+-- only while no earlier row of its staging transaction is held: rows of one transaction never
+-- overtake each other. `kept` drops what a concurrent claim split off: a candidate stays only
+-- if every unpublished row before it in its transaction is in this claim too (rows another
+-- claim has locked but not committed are invisible to the held check, not to this one).
+-- The outer ORDER BY is load-bearing: UPDATE ... RETURNING has no row order, and the relay
+-- publishes in the order it is handed rows.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+l AS (SELECT t.now, t.now - %(lease)s * interval '1 second' AS lapsed FROM t),
+candidate AS (
+    SELECT o.id, o.txid, o.staged_at FROM ultimate_jobs_outboxentry AS o, l
+     WHERE o.published_at IS NULL AND (o.claimed_at IS NULL OR o.claimed_at <= l.lapsed)
+       AND NOT EXISTS (
+           SELECT 1 FROM ultimate_jobs_outboxentry AS h
+            WHERE h.txid = o.txid AND h.published_at IS NULL AND h.claimed_at IS NOT NULL
+              AND h.claimed_at > l.lapsed AND (h.staged_at, h.id) < (o.staged_at, o.id))
+     ORDER BY o.staged_at, o.id
+     LIMIT %(limit)s
+       FOR UPDATE OF o SKIP LOCKED),
+gap AS (
+    SELECT g.txid, x.staged_at, x.id
+      FROM (SELECT DISTINCT c.txid FROM candidate AS c) AS g
+     CROSS JOIN LATERAL (
+           SELECT e.staged_at, e.id FROM ultimate_jobs_outboxentry AS e
+            WHERE e.txid = g.txid AND e.published_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM candidate AS c WHERE c.id = e.id)
+            ORDER BY e.staged_at, e.id
+            LIMIT 1) AS x),
+kept AS (
+    SELECT c.id FROM candidate AS c
+     WHERE NOT EXISTS (SELECT 1 FROM gap WHERE gap.txid = c.txid
+                                             AND (gap.staged_at, gap.id) < (c.staged_at, c.id))),
+claimed AS (
+    UPDATE ultimate_jobs_outboxentry AS u
+       SET claimed_at = l.now, claimed_by = %(relay_id)s
+      FROM kept, l
+     WHERE u.id = kept.id
+    RETURNING u.id, u.run_id, u.name, u.queue, u.priority, u.payload, u.idempotency_key, u.tenant_id,
+              u.enqueued_by, u.max_attempts, u.run_at, u.concurrency_key, u.traceparent, u.staged_at)
+SELECT id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by, max_attempts,
+       run_at, concurrency_key, traceparent
+  FROM claimed
+ ORDER BY staged_at, id
+"""
+
+OUTBOX_MARK_PUBLISHED: LiteralString = """
+-- Record that each row was published and which job it became, in the relay's publish
+-- transaction. Fenced on claimed_by (a relay that stalled past its lease owns nothing: its late
+-- mark must not retire a row another relay is publishing) and on published_at IS NULL
+-- (first writer wins). The relay compares the answer with its batch before it commits.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE ultimate_jobs_outboxentry AS o
+   SET published_at = t.now, job_id = v.job_id
+  FROM t, unnest(%(id)b::uuid[], %(job_id)b::uuid[]) AS v(id, job_id)
+ WHERE o.id = v.id AND o.claimed_by = %(relay_id)s AND o.published_at IS NULL
+RETURNING o.id
+"""
+
+OUTBOX_RELEASE: LiteralString = """
+-- Hand back claimed rows a failed publish stopped, so they are retried on the next pass rather
+-- than after a whole lease. Fenced like the mark: a late release must not unclaim rows another
+-- relay holds (a third relay would publish them again).
+UPDATE ultimate_jobs_outboxentry
+   SET claimed_at = NULL, claimed_by = NULL
+ WHERE id = ANY(%(id)b::uuid[]) AND claimed_by = %(relay_id)s AND published_at IS NULL
+RETURNING id
+"""
+
+OUTBOX_PURGE: LiteralString = """
+-- Delete up to %(limit)s rows published longer than OUTBOX_RETENTION ago, oldest first.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+old AS (
+    SELECT o.id FROM ultimate_jobs_outboxentry AS o, t
+     WHERE o.published_at < t.now - %(retention)s * interval '1 second'
+     ORDER BY o.published_at
+     LIMIT %(limit)s
+       FOR UPDATE OF o SKIP LOCKED)
+DELETE FROM ultimate_jobs_outboxentry AS d USING old WHERE d.id = old.id
+"""
+
 LISTEN: LiteralString = "LISTEN ultimate_jobs"
 
 
@@ -308,3 +433,37 @@ class PostgresStore:
         with self._cursor() as cursor:
             cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "no_dead_letter": list(no_dead_letter)})
             return cursor.fetchall()
+
+    def outbox_stage_many(self, *, rows: Sequence[JobRow], now: datetime | None,
+                          notify: Sequence[str] = ()) -> None:
+        """Stage ``rows`` in the connection's current transaction: one statement."""
+        with self._cursor() as cursor:
+            if len(rows) == 1:
+                cursor.execute(OUTBOX_STAGE_ONE, {**_one(rows[0]), "now": now,
+                                                  "notify": rows[0].queue in notify})
+            else:
+                cursor.execute(OUTBOX_STAGE_MANY, {**_columns(rows), "now": now, "notify": list(notify)})
+
+    def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
+                     now: datetime | None) -> list[OutboxRow]:
+        with self._cursor() as cursor:
+            cursor.execute(OUTBOX_CLAIM, {"relay_id": relay_id, "limit": limit, "lease": lease, "now": now})
+            return [OutboxRow(*row) for row in cursor.fetchall()]
+
+    def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
+                              now: datetime | None) -> set[UUID]:
+        with self._cursor() as cursor:
+            cursor.execute(OUTBOX_MARK_PUBLISHED, {"id": [p[0] for p in published],
+                                                   "job_id": [p[1] for p in published],
+                                                   "relay_id": relay_id, "now": now})
+            return {row[0] for row in cursor.fetchall()}
+
+    def outbox_release(self, *, ids: Sequence[UUID], relay_id: str) -> set[UUID]:
+        with self._cursor() as cursor:
+            cursor.execute(OUTBOX_RELEASE, {"id": list(ids), "relay_id": relay_id})
+            return {row[0] for row in cursor.fetchall()}
+
+    def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
+        with self._cursor() as cursor:
+            cursor.execute(OUTBOX_PURGE, {"retention": retention, "now": now, "limit": limit})
+            return int(cursor.rowcount)

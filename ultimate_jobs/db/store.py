@@ -49,6 +49,24 @@ class Settlement(NamedTuple):
     uncount: bool = False
 
 
+class OutboxRow(NamedTuple):
+    """A claimed outbox row: the staged enqueue request, under the ids the job will carry."""
+
+    id: UUID
+    run_id: UUID
+    name: str
+    queue: str
+    priority: int
+    payload: str
+    idempotency_key: str
+    tenant_id: str | None
+    enqueued_by: str | None
+    max_attempts: int
+    run_at: datetime
+    concurrency_key: str | None
+    traceparent: str | None
+
+
 class Store(Protocol):
     alias: str
     supports_listen_notify: bool
@@ -69,3 +87,16 @@ class Store(Protocol):
                       now: datetime | None) -> set[UUID]: ...
 
     def job_rescue(self, *, now: datetime | None, no_dead_letter: Sequence[str], limit: int = 500) -> list[tuple]: ...
+
+    def outbox_stage_many(self, *, rows: Sequence[JobRow], now: datetime | None,
+                          notify: Sequence[str] = ()) -> None: ...
+
+    def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
+                     now: datetime | None) -> list[OutboxRow]: ...
+
+    def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
+                              now: datetime | None) -> set[UUID]: ...
+
+    def outbox_release(self, *, ids: Sequence[UUID], relay_id: str) -> set[UUID]: ...
+
+    def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int: ...

@@ -1,5 +1,6 @@
-"""Models: the job table group, re-exported."""
+"""Models: the job and outbox table groups, re-exported."""
 
 from .jobs import Job, JobStep, QueuePause
+from .outbox import OutboxEntry
 
-__all__ = ["Job", "JobStep", "QueuePause"]
+__all__ = ["Job", "JobStep", "OutboxEntry", "QueuePause"]
