@@ -216,10 +216,12 @@ OUTBOX_CLAIM: LiteralString = """
 -- claimed_at/claimed_by, so two relays can never hold one row inside its lease (a bare
 -- SELECT ... FOR UPDATE under autocommit would drop its locks before the relay used them).
 -- A row is claimable when unpublished and unclaimed or its lease lapsed (its relay died), and
--- only while no earlier row of its staging transaction is held: rows of one transaction never
--- overtake each other. `kept` drops what a concurrent claim split off: a candidate stays only
--- if every unpublished row before it in its transaction is in this claim too (rows another
--- claim has locked but not committed are invisible to the held check, not to this one).
+-- only while no earlier row of its staging transaction (txid) is held: rows of one transaction
+-- never overtake each other. The held check sees committed claims only, and SKIP LOCKED passes
+-- over a concurrent claim's rows silently, so `kept` compares each transaction's candidates with
+-- its first unpublished rows read from the index, position by position, and keeps the run that
+-- matches from the start. Each step is MATERIALIZED and works on arrays: on a table without
+-- statistics yet, the planner would otherwise re-run a join per candidate (seconds, not ms).
 -- The outer ORDER BY is load-bearing: UPDATE ... RETURNING has no row order, and the relay
 -- publishes in the order it is handed rows.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
@@ -234,26 +236,23 @@ candidate AS (
      ORDER BY o.staged_at, o.id
      LIMIT %(limit)s
        FOR UPDATE OF o SKIP LOCKED),
-gap AS (
-    SELECT g.txid, x.staged_at, x.id
-      FROM (SELECT DISTINCT c.txid FROM candidate AS c) AS g
-     CROSS JOIN LATERAL (
-           SELECT e.staged_at, e.id FROM ultimate_jobs_outboxentry AS e
-            WHERE e.txid = g.txid AND e.published_at IS NULL
-              AND NOT EXISTS (SELECT 1 FROM candidate AS c WHERE c.id = e.id)
-            ORDER BY e.staged_at, e.id
-            LIMIT 1) AS x),
-kept AS (
-    SELECT c.id FROM candidate AS c
-     WHERE NOT EXISTS (SELECT 1 FROM gap WHERE gap.txid = c.txid
-                                             AND (gap.staged_at, gap.id) < (c.staged_at, c.id))),
+grouped AS MATERIALIZED (
+    SELECT c.txid, array_agg(c.id ORDER BY c.staged_at, c.id) AS ids FROM candidate AS c GROUP BY c.txid),
+kept AS MATERIALIZED (
+    SELECT z.id, bool_and(coalesce(z.id = z.head, false)) OVER (PARTITION BY g.txid ORDER BY z.n) AS ok
+      FROM grouped AS g
+     CROSS JOIN LATERAL unnest(g.ids, CASE WHEN g.txid IS NULL THEN g.ids ELSE ARRAY(
+               SELECT u.id FROM ultimate_jobs_outboxentry AS u
+                WHERE u.txid = g.txid AND u.published_at IS NULL
+                ORDER BY u.staged_at, u.id
+                LIMIT cardinality(g.ids)) END) WITH ORDINALITY AS z(id, head, n)),
 claimed AS (
-    UPDATE ultimate_jobs_outboxentry AS u
+    UPDATE ultimate_jobs_outboxentry AS o
        SET claimed_at = l.now, claimed_by = %(relay_id)s
-      FROM kept, l
-     WHERE u.id = kept.id
-    RETURNING u.id, u.run_id, u.name, u.queue, u.priority, u.payload, u.idempotency_key, u.tenant_id,
-              u.enqueued_by, u.max_attempts, u.run_at, u.concurrency_key, u.traceparent, u.staged_at)
+      FROM l, kept
+     WHERE o.id = kept.id AND kept.ok
+    RETURNING o.id, o.run_id, o.name, o.queue, o.priority, o.payload, o.idempotency_key, o.tenant_id,
+              o.enqueued_by, o.max_attempts, o.run_at, o.concurrency_key, o.traceparent, o.staged_at)
 SELECT id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by, max_attempts,
        run_at, concurrency_key, traceparent
   FROM claimed
