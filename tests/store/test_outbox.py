@@ -301,3 +301,33 @@ def test_a_staged_row_wakes_relays_at_commit_and_never_on_rollback() -> None:
             assert list(listener.notifies(timeout=0.2, stop_after=1)) == []  # not before commit
         notes = list(listener.notifies(timeout=2, stop_after=1))
     assert [(n.channel, n.payload) for n in notes] == [("ultimate_jobs_outbox", "wake-b")]
+
+
+def _raw_connection():  # type: ignore[no-untyped-def]
+    """A second PostgreSQL session on the test database, outside Django."""
+    import psycopg
+    from django.db import connection
+
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
+        params.pop(key, None)
+    return psycopg.connect(**params)
+
+
+@pytest.mark.postgres_only
+def test_a_claim_never_takes_rows_behind_a_concurrent_uncommitted_claim(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+    """SKIP LOCKED passes over the rows another claim is locking without a trace; the claim must
+    still not take the rows staged after them in the same transaction."""
+    from ultimate_jobs.db.postgres import OUTBOX_CLAIM
+
+    staged = [r.id for r in stage([f"c{i}" for i in range(6)])]
+    with _raw_connection() as other:  # a transaction: its claim's locks last until commit
+        got = other.execute(OUTBOX_CLAIM, {"relay_id": "a", "limit": 2, "lease": 30, "now": frozen_clock.now()},
+                            prepare=False).fetchall()
+        assert [row[0] for row in got] == staged[:2]
+        assert store_for().outbox_claim(relay_id="b", limit=10, lease=30, now=frozen_clock.now()) == []
+        other.commit()
+    assert store_for().outbox_claim(relay_id="b", limit=10, lease=30, now=frozen_clock.now()) == []  # held
+    frozen_clock.advance(timedelta(seconds=31))
+    assert [r.id for r in store_for().outbox_claim(relay_id="b", limit=10, lease=30,
+                                                   now=frozen_clock.now())] == staged
