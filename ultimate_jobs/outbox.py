@@ -57,6 +57,8 @@ from .errors import X_CONFIG_INVALID, JobsError
 log = logging.getLogger("ultimate_jobs")
 
 PURGE_EVERY = 60.0  # seconds between retention sweeps
+PURGE_BATCH = 1000  # rows per DELETE statement
+PURGE_MAX = 50_000  # rows per sweep: a backlog is worked off over several sweeps
 _CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
@@ -178,11 +180,18 @@ class Relay:
             log.warning("jobs.outbox.release-failed relay=%s rows=%s error=%r", self.relay_id, len(ids), exc)
 
     def _purge_due(self) -> None:
+        """Delete published rows past ``OUTBOX_RETENTION``, in statements of ``PURGE_BATCH``, once
+        every ``PURGE_EVERY``; a sweep stops after ``PURGE_MAX`` rows so publishing is not held up."""
         now = time.monotonic()
         if now - self._last_purge < PURGE_EVERY:
             return
         self._last_purge = now
-        deleted = self.store.outbox_purge(retention=self.retention, now=clock.sql_now())
+        deleted = 0
+        while deleted < PURGE_MAX and not self._stopping.is_set():
+            batch = self.store.outbox_purge(retention=self.retention, now=clock.sql_now(), limit=PURGE_BATCH)
+            deleted += batch
+            if batch < PURGE_BATCH:
+                break
         if deleted:
             log.info("jobs.outbox.purged relay=%s count=%s", self.relay_id, deleted)
 

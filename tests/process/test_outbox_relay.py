@@ -116,3 +116,14 @@ def test_a_committed_enqueue_runs_once_under_its_staged_id_and_a_rolled_back_one
     assert list(Effect.objects.values_list("key", "job_id", "attempt")) == [("committed", committed.id, 1)]
     job = Job.objects.get()
     assert (job.id, job.run_id, job.state) == (committed.id, committed.run_id, "done")
+
+
+def test_a_burst_relay_that_left_a_poison_row_exits_1_naming_it(worker_process) -> None:  # type: ignore[no-untyped-def]
+    staged = stage(5, "poison")
+    OutboxEntry.objects.filter(id=staged[2]).update(payload="{not json")
+    relay = worker_process("--burst", command="jobs_relay")
+    assert relay.wait(60) == 1
+    out = relay.output()
+    assert "relay stopped: published=2 failed=1" in out
+    assert re.search(rf"jobs.outbox.publish-failed .*outbox_id={staged[2]} name=tests.noop queue=default", out), out
+    assert set(Job.objects.values_list("id", flat=True)) == set(staged[:2])

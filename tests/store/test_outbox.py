@@ -258,6 +258,17 @@ def test_published_rows_are_deleted_after_the_retention_and_unpublished_ones_nev
     assert list(OutboxEntry.objects.values_list("idempotency_key", flat=True)) == ["waiting"]
 
 
+@override_settings(ULTIMATE_JOBS={"OUTBOX_RETENTION": "1h"})
+def test_the_relay_sweeps_published_rows_past_the_retention(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+    stage(["swept"])
+    Relay(relay_id="r").run_once()
+    frozen_clock.advance(timedelta(hours=2))
+    assert OutboxEntry.objects.count() == 1
+    Relay(relay_id="r").run_once()  # a new relay sweeps on its first pass, then once a minute
+    assert OutboxEntry.objects.count() == 0
+    assert Job.objects.count() == 1
+
+
 def test_the_relays_lease_and_batch_size_are_validated() -> None:
     for bad in ({"lease": 0}, {"lease": float("inf")}, {"lease": "-1s"}, {"batch_size": 0}, {"batch_size": True}):
         with pytest.raises(JobsError) as err:

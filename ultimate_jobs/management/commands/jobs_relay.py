@@ -1,5 +1,5 @@
 """``python manage.py jobs_relay``: publish committed outbox rows as jobs until SIGTERM (or, with --burst,
-until no claimable row is left)."""
+until no claimable row is left; exit 1 if a row failed to publish)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,6 @@ class Command(BaseCommand):
         stats = relay.run()
         if options["verbosity"] >= 1:
             self.stdout.write(f"relay stopped: published={stats['published']} failed={stats['failed']}")
+        if options["burst"] and stats["failed"]:
+            raise CommandError(f"{stats['failed']} outbox row(s) failed to publish and wait for a retry; "
+                               "see jobs.outbox.publish-failed in the log.")
