@@ -220,8 +220,10 @@ OUTBOX_CLAIM: LiteralString = """
 -- never overtake each other. The held check sees committed claims only, and SKIP LOCKED passes
 -- over a concurrent claim's rows silently, so `kept` compares each transaction's candidates with
 -- its first unpublished rows read from the index, position by position, and keeps the run that
--- matches from the start. Each step is MATERIALIZED and works on arrays: on a table without
--- statistics yet, the planner would otherwise re-run a join per candidate (seconds, not ms).
+-- matches from the start. Each step is MATERIALIZED and works on arrays, and the UPDATE finds
+-- its rows by primary key: on a table without statistics yet the planner would otherwise re-run
+-- a join per candidate (seconds, not ms), and with them hash the whole table, published rows
+-- kept for OUTBOX_RETENTION included.
 -- The outer ORDER BY is load-bearing: UPDATE ... RETURNING has no row order, and the relay
 -- publishes in the order it is handed rows.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
@@ -249,8 +251,8 @@ kept AS MATERIALIZED (
 claimed AS (
     UPDATE ultimate_jobs_outboxentry AS o
        SET claimed_at = l.now, claimed_by = %(relay_id)s
-      FROM l, kept
-     WHERE o.id = kept.id AND kept.ok
+      FROM l
+     WHERE o.id = ANY(ARRAY(SELECT kept.id FROM kept WHERE kept.ok))
     RETURNING o.id, o.run_id, o.name, o.queue, o.priority, o.payload, o.idempotency_key, o.tenant_id,
               o.enqueued_by, o.max_attempts, o.run_at, o.concurrency_key, o.traceparent, o.staged_at)
 SELECT id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by, max_attempts,
@@ -264,11 +266,15 @@ OUTBOX_MARK_PUBLISHED: LiteralString = """
 -- transaction. Fenced on claimed_by (a relay that stalled past its lease owns nothing: its late
 -- mark must not retire a row another relay is publishing) and on published_at IS NULL
 -- (first writer wins). The relay compares the answer with its batch before it commits.
+-- A row became its own job unless it deduplicated into a live one: only those few pairs are
+-- sent, so the statement is a primary-key lookup per row and no join the planner could
+-- misjudge (a row estimate of 1 for claimed_by made it loop over the batch once per row).
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
 UPDATE ultimate_jobs_outboxentry AS o
-   SET published_at = t.now, job_id = v.job_id
-  FROM t, unnest(%(id)b::uuid[], %(job_id)b::uuid[]) AS v(id, job_id)
- WHERE o.id = v.id AND o.claimed_by = %(relay_id)s AND o.published_at IS NULL
+   SET published_at = t.now,
+       job_id = coalesce((%(deduped_job_id)b::uuid[])[array_position(%(deduped_id)b::uuid[], o.id)], o.id)
+  FROM t
+ WHERE o.id = ANY(%(id)b::uuid[]) AND o.claimed_by = %(relay_id)s AND o.published_at IS NULL
 RETURNING o.id
 """
 
@@ -452,8 +458,10 @@ class PostgresStore:
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
                               now: datetime | None) -> set[UUID]:
         with self._cursor() as cursor:
+            deduped = [(outbox_id, job_id) for outbox_id, job_id in published if job_id != outbox_id]
             cursor.execute(OUTBOX_MARK_PUBLISHED, {"id": [p[0] for p in published],
-                                                   "job_id": [p[1] for p in published],
+                                                   "deduped_id": [d[0] for d in deduped],
+                                                   "deduped_job_id": [d[1] for d in deduped],
                                                    "relay_id": relay_id, "now": now})
             return {row[0] for row in cursor.fetchall()}
 
