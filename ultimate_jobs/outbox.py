@@ -196,17 +196,29 @@ class Relay:
             log.info("jobs.outbox.purged relay=%s count=%s", self.relay_id, deleted)
 
     def drain(self) -> int:
-        """Publish until a pass claims nothing; answer the rows published (``jobs_worker --burst``
-        asks this before it decides nothing is runnable). A failed pass is logged and ends it."""
+        """Publish until a pass claims nothing; answer the rows published. A failed pass is
+        logged and ends it."""
         published = 0
-        while True:
+        while not self._stopping.is_set():
             try:
                 published += self.run_once()
-            except Exception as exc:  # the burst worker goes on with what is runnable
+            except Exception as exc:  # the caller goes on with what was published
                 log.warning("jobs.outbox.tick-failed relay=%s error=%r", self.relay_id, exc)
-                return published
+                break
             if not self.claimed_last:
-                return published
+                break
+        return published
+
+    def burst_pass(self) -> bool:
+        """One pass for ``jobs_worker --burst``, asked whenever nothing is runnable, so a backlog is
+        published and run a batch at a time; True when it claimed rows (more may be runnable or
+        claimable now), False when nothing was left to claim or the pass failed."""
+        try:
+            self.run_once()
+        except Exception as exc:  # the burst worker exits with what it ran
+            log.warning("jobs.outbox.tick-failed relay=%s error=%r", self.relay_id, exc)
+            return False
+        return self.claimed_last > 0
 
     # -- the loop -------------------------------------------------------------------------------
 

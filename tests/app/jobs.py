@@ -6,6 +6,8 @@ import asyncio
 import os
 import time
 
+from django.db import transaction
+
 from ultimate_jobs import NO_TENANT, Retry, RetryAfter, Terminal, job
 
 from .models import Effect
@@ -104,3 +106,12 @@ def bad_result(ctx, *, key: str) -> object:
 @job(name="tests.other_queue", idempotency_key="{key}", tenant=NO_TENANT, queue="other")
 def other_queue(ctx, *, key: str) -> str:
     return key
+
+
+@job(name="tests.fan_out", idempotency_key="fan:{key}", tenant=NO_TENANT)
+def fan_out(ctx, *, key: str, children: int) -> int:
+    """Enqueues its follow-up jobs inside a transaction, as a view would: they are staged."""
+    with transaction.atomic():
+        results = record.enqueue_many([{"key": f"{key}-{n}"} for n in range(children)])
+    assert all(r.staged for r in results)
+    return children

@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
-from tests.app.jobs import noop, record
+from tests.app.jobs import fan_out, noop, record
 from tests.app.models import Effect
 from tests.conftest import wait_for
 from ultimate_jobs import clock
@@ -127,3 +127,13 @@ def test_a_burst_relay_that_left_a_poison_row_exits_1_naming_it(worker_process) 
     assert "relay stopped: published=2 failed=1" in out
     assert re.search(rf"jobs.outbox.publish-failed .*outbox_id={staged[2]} name=tests.noop queue=default", out), out
     assert set(Job.objects.values_list("id", flat=True)) == set(staged[:2])
+
+
+def test_a_burst_worker_runs_jobs_that_job_bodies_staged_inside_transactions(worker_process) -> None:  # type: ignore[no-untyped-def]
+    with transaction.atomic():
+        fan_out.enqueue(key="fan", children=3)
+    worker = worker_process("--burst", "--roles", "worker,relay")
+    assert worker.wait(60) == 0, worker.output()
+    assert sorted(Effect.objects.values_list("key", flat=True)) == ["fan-0", "fan-1", "fan-2"]
+    assert set(Job.objects.values_list("state", flat=True)) == {"done"}
+    assert Job.objects.count() == 4 and not OutboxEntry.objects.filter(published_at__isnull=True).exists()

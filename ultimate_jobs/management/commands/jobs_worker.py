@@ -79,7 +79,7 @@ class Command(BaseCommand):
             worker = Worker(queues=queues, concurrency=options["concurrency"],
                             max_in_flight=options["max_in_flight"], burst=options["burst"],
                             drain_timeout=options["drain_timeout"],
-                            on_idle=(lambda: relay.drain() > 0) if relay is not None else None)
+                            on_idle=relay.burst_pass if relay is not None else None)
         except (JobsError, ValueError) as err:
             raise CommandError(str(err)) from None
         background = BackgroundRoles(background_roles)
