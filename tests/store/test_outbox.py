@@ -33,19 +33,27 @@ def staged_order() -> list:  # type: ignore[type-arg]
     return list(OutboxEntry.objects.order_by("staged_at", "id").values_list("id", flat=True))
 
 
-def record_marks(relay: Relay) -> list:  # type: ignore[type-arg]
-    """Wrap the relay's mark so a test sees which rows each committed pass published, in order."""
-    marks: list = []  # type: ignore[type-arg]
-    mark = relay.store.outbox_mark_published
+class MarkSpy:
+    """The relay's store, recording the rows each mark statement covered, in order."""
 
-    def spy(**kwargs):  # type: ignore[no-untyped-def]
-        answer = mark(**kwargs)
-        marks.extend(outbox_id for outbox_id, _ in kwargs["published"])
+    def __init__(self, store: object) -> None:
+        self.store = store
+        self.marked: list = []  # type: ignore[type-arg]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    def outbox_mark_published(self, **kwargs):  # type: ignore[no-untyped-def]
+        answer = self.store.outbox_mark_published(**kwargs)  # type: ignore[attr-defined]
+        self.marked.extend(outbox_id for outbox_id, _ in kwargs["published"])
         return answer
 
-    relay.store = type("Spy", (), {"__getattr__": lambda self, name: getattr(store_for(relay.alias), name),
-                                   "outbox_mark_published": staticmethod(spy)})()
-    return marks
+
+def record_marks(relay: Relay) -> list:  # type: ignore[type-arg]
+    """Wrap the relay's store so a test sees the rows each pass marked published, in order."""
+    spy = MarkSpy(relay.store)
+    relay.store = spy  # type: ignore[assignment]
+    return spy.marked
 
 
 # -- staging ------------------------------------------------------------------------------------
