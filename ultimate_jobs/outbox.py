@@ -258,7 +258,7 @@ class Relay:
             while not self._stopping.is_set():
                 self._wake.clear()
                 try:
-                    published = self.run_once()
+                    self.run_once()
                 except Exception as exc:  # a relay outlives a bad pass; its rows wait for the next one
                     self._backoff = min(max(self._backoff * 2, 0.05), 5.0)
                     log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id,
@@ -272,8 +272,10 @@ class Relay:
                     continue  # claim again at once: more may be waiting behind this batch
                 if self.burst:
                     break
-                idle = self.poll_interval if published else min(idle * 2, self.idle_poll_max)
+                # POLL_INTERVAL right after activity (a staged row whose wake the per-process
+                # throttle dropped waits at most that long), then doubling up to IDLE_POLL_MAX.
                 self._wake.wait(idle)
+                idle = min(idle * 2, self.idle_poll_max)
         finally:
             if listener is not None:
                 listener.stop()
