@@ -82,16 +82,16 @@ def frozen_clock() -> Iterator[object]:
 
 
 class WorkerProcess:
-    """A real ``manage.py jobs_worker`` process against the suite's test database."""
+    """A real ``manage.py jobs_worker`` (or ``jobs_relay``, ...) process against the suite's test database."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], command: str = "jobs_worker") -> None:
         self.args = args
         log_dir = Path(os.environ.get("JOBS_TEST_LOGS", "/tmp/ultimate-jobs-test-logs"))
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
+        self.log_path = log_dir / f"{command}-{os.getpid()}-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "jobs_worker", "--settings", "tests.settings", "-v", "2", *args],
+            [sys.executable, "-m", "django", command, "--settings", "tests.settings", "-v", "2", *args],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     @property
@@ -114,19 +114,23 @@ class WorkerProcess:
         self._log.close()
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
 
 @pytest.fixture
 def worker_process(transactional_db: None) -> Iterator[Callable[..., WorkerProcess]]:
-    """Start real worker processes that join this test's database; all are killed at teardown."""
+    """Start real worker processes that join this test's database; all are killed at teardown.
+
+    ``command="jobs_relay"`` starts a relay instead of a worker.
+    """
     started: list[WorkerProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+    def start(*args: str, env: dict[str, str] | None = None, command: str = "jobs_worker") -> WorkerProcess:
         full_env = {**os.environ, "JOBS_TEST_DB": BACKEND, "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
                     "PYTHONPATH": str(ROOT), **(env or {})}
-        proc = WorkerProcess(list(args), full_env)
+        proc = WorkerProcess(list(args), full_env, command)
         started.append(proc)
         return proc
 

@@ -97,6 +97,7 @@ else:
 
 ULTIMATE_JOBS = {
     "VISIBILITY_TIMEOUT": os.environ.get("JOBS_TEST_VISIBILITY", "30s"),
+    "CLAIM_LEASE": os.environ.get("JOBS_TEST_CLAIM_LEASE", "30s"),
     "POLL_INTERVAL": "50ms",
     "IDLE_POLL_MAX": "200ms",
 }

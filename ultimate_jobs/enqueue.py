@@ -1,8 +1,13 @@
 """Internal: the one enqueue path.
 
-Every enqueue (the handle, ``using(...)``, ``enqueue_many``, the scheduler; later the relay)
-ends in ``submit()``. All validation happens first, so a refused call writes nothing; the rows
-then go to the store in one statement per 1,000.
+Every enqueue (the handle, ``using(...)``, ``enqueue_many``, a scheduled task's occurrence, the
+outbox relay) ends in ``submit()``. All validation happens first, so a refused call writes
+nothing. Then it decides: inside a transaction on the jobs database the rows are staged in the
+outbox on the caller's connection (its commit is the enqueue, its rollback means the job never
+existed); in autocommit they go straight into the job table, unless ``OUTBOX="required"``
+refuses that (``X_OUTBOX_NO_TX``). The relay and the scheduler pass ``direct=True``: they write
+jobs inside their own transactions (a publish, a watermark), never a caller's. Either way one
+statement per 1,000 rows.
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ from .errors import (
     X_JOB_ENQUEUE_BATCH_TOO_LARGE,
     X_JOB_INPUT_INVALID,
     X_JOB_TENANT_MISMATCH,
+    X_OUTBOX_NO_TX,
     JobsError,
 )
 from .ids import parse_uuid, uuid7
 from .tracing import current_traceparent
 
 if TYPE_CHECKING:
+    from .db import Store
     from .declaration import JobHandle
 
 log = logging.getLogger("ultimate_jobs")
@@ -40,12 +47,16 @@ log = logging.getLogger("ultimate_jobs")
 MAX_ENQUEUE_BATCH = 10_000
 STATEMENT_ROWS = 1_000
 WAKE_EVERY = 0.25  # seconds: at most one wake per queue per process in this window
-_last_wake: dict[str, float] = {}
+_last_wake: dict[tuple[str, str], float] = {}
 
 
 @dataclass(frozen=True, slots=True)
 class EnqueueResult:
-    """What an enqueue answers: the job's ids, whether it deduped into a live job, whether it was staged."""
+    """What an enqueue answers: the job's ids, whether it deduped into a live job, whether it was staged.
+
+    A staged enqueue answers ``deduped=None``: dedupe is decided when the relay publishes it, and
+    the outbox row records which job it became (``ops.get_job(id)`` follows it there).
+    """
 
     id: UUID
     run_id: UUID
@@ -179,8 +190,14 @@ class EnqueueOptions:
                       traceparent=current_traceparent())
 
 
-def submit(rows: list[JobRow], *, database: str | None = None) -> list[EnqueueResult]:
-    """Write validated rows: one result per row, in order; in-batch duplicates share one job."""
+def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = False) -> list[EnqueueResult]:
+    """Write validated rows: one result per row, in order; in-batch duplicates share one job.
+
+    Inside a transaction on the jobs database the rows are staged in the outbox (``staged=True``,
+    ``deduped=None``); outside one they are inserted, unless ``OUTBOX="required"``, which raises
+    ``X_OUTBOX_NO_TX``. ``direct=True`` inserts even inside a transaction: the relay publishing
+    staged rows in its own transaction.
+    """
     from .db import store_for
 
     store = store_for(database)
@@ -190,10 +207,17 @@ def submit(rows: list[JobRow], *, database: str | None = None) -> list[EnqueueRe
         if row.dedupe_key not in first:
             first[row.dedupe_key] = index
             unique.append(row)
+    if not direct:
+        wrapper = connections[store.alias]
+        if wrapper.in_atomic_block or not wrapper.get_autocommit():
+            return _stage(store, rows, unique, first)
+        if get_settings().OUTBOX == "required":
+            raise JobsError(X_OUTBOX_NO_TX, f"{rows[0].name}: enqueue outside a transaction on database "
+                            f"{store.alias!r} while ULTIMATE_JOBS['OUTBOX'] is \"required\".")
     written: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
     for start in range(0, len(unique), STATEMENT_ROWS):
         chunk = unique[start:start + STATEMENT_ROWS]
-        answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=_wake_due(chunk))
+        answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=_wake_due(chunk, "job"))
         for row, answer in zip(chunk, answers, strict=True):
             written[row.dedupe_key] = answer
     results = []
@@ -204,15 +228,32 @@ def submit(rows: list[JobRow], *, database: str | None = None) -> list[EnqueueRe
     return results
 
 
-def _wake_due(rows: list[JobRow]) -> list[str]:
-    """Queues whose idle workers this write should wake: each at most once per ``WAKE_EVERY``.
+def _stage(store: Store, rows: list[JobRow], unique: list[JobRow],
+           first: dict[tuple[str, str, str], int]) -> list[EnqueueResult]:
+    """Stage ``unique`` in the caller's transaction, one statement per 1,000; answer the staged ids.
 
-    A wake whose transaction rolls back is lost with it; the workers' poll covers that.
+    Inputs sharing a key in one call share one staged row, as they would share one job.
+    """
+    for start in range(0, len(unique), STATEMENT_ROWS):
+        chunk = unique[start:start + STATEMENT_ROWS]
+        store.outbox_stage_many(rows=chunk, now=clock.sql_now(), notify=_wake_due(chunk, "outbox"))
+    results = []
+    for row in rows:
+        staged = rows[first[row.dedupe_key]]
+        results.append(EnqueueResult(id=staged.id, run_id=staged.run_id, deduped=None, staged=True))
+    return results
+
+
+def _wake_due(rows: list[JobRow], kind: str) -> list[str]:
+    """Queues whose idle workers (``kind="job"``) or relays (``"outbox"``) this write should wake:
+    each at most once per ``WAKE_EVERY`` per kind.
+
+    A wake whose transaction rolls back is lost with it; the poll covers that.
     """
     now = time.monotonic()
     due = []
     for queue in {row.queue for row in rows}:
-        if now - _last_wake.get(queue, -WAKE_EVERY) >= WAKE_EVERY:
-            _last_wake[queue] = now
+        if now - _last_wake.get((kind, queue), -WAKE_EVERY) >= WAKE_EVERY:
+            _last_wake[(kind, queue)] = now
             due.append(queue)
     return due

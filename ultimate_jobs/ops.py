@@ -22,6 +22,9 @@ through the redactor.
 Writes on jobs live in ``actions``, queues and workers in ``queues``, counters in
 ``counters``, the health checks in ``doctor``; this module re-exports them all, so
 ``ultimate_jobs.ops`` is the one import.
+``get_job`` also answers for an id an enqueue inside a transaction returned before the relay
+published it (``state`` is ``"staged"``), and for a staged row that deduplicated into a live job
+it answers that job (``staged_id`` names the id asked for).
 
 Raises ``X_JOB_NOT_FOUND`` for an unknown id, ``X_ID_INVALID`` for a malformed one,
 ``X_JOB_INPUT_INVALID`` for a bad filter or limit, and the refusals named on each write
@@ -33,6 +36,7 @@ Logged events: see ``actions`` (``jobs.ops.*``) and ``queues`` (``jobs.queue.*``
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -78,17 +82,34 @@ __all__ = [
 ]
 
 MAX_PAGE = 200
+_STAGED_FIELDS = (
+    "id", "run_id", "name", "queue", "priority", "payload", "idempotency_key", "tenant_id", "enqueued_by",
+    "max_attempts", "run_at", "concurrency_key", "staged_at", "published_at", "job_id",
+)
 
 
 def get_job(job_id: str | UUID) -> dict[str, Any]:
-    """One job with its step trace; raise ``X_JOB_NOT_FOUND`` when no such job exists."""
+    """One job with its step trace; raise ``X_JOB_NOT_FOUND`` when no such job exists.
+
+    An id staged in the outbox and not yet published answers ``state="staged"``; one published
+    into another (live) job answers that job, with ``staged_id`` set to ``job_id``.
+    """
     from .models import JobStep
 
     key = parse_uuid(job_id, subject="job id")
     row = _jobs().filter(id=key).values(*_ROW_FIELDS).first()
+    staged_id = None
     if row is None:
-        raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
+        entry = _outbox().filter(id=key).values(*_STAGED_FIELDS).first()
+        if entry is not None and entry["published_at"] is None:
+            return _staged(entry)
+        if entry is not None and entry["job_id"] is not None:
+            row = _jobs().filter(id=entry["job_id"]).values(*_ROW_FIELDS).first()
+            staged_id = str(key)
+        if row is None:
+            raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
     job = _shape(row)
+    job["staged_id"] = staged_id
     sensitive = job["sensitive"]
     steps = (JobStep.objects.using(_alias()).filter(run_id=row["run_id"])
              .order_by("seq", "id").values("name", "status", "executions", "output", "error", "started_at",
@@ -109,6 +130,25 @@ def _ledger_row(run_id: UUID) -> dict[str, Any] | None:
         return None
     row = ledger.objects.using(_alias()).filter(run_id=run_id).values().first()
     return None if row is None else {k: plain(v) for k, v in row.items()}
+
+
+def _outbox() -> Any:
+    from .models import OutboxEntry
+
+    return OutboxEntry.objects.using(_alias())
+
+
+def _staged(entry: dict[str, Any]) -> dict[str, Any]:
+    """A staged, unpublished outbox row in the shape of a job that has not started."""
+    row = {key: entry[key] for key in _STAGED_FIELDS if key not in ("payload", "staged_at", "published_at",
+                                                                      "job_id")}
+    row.update(state="staged", payload=json.loads(entry["payload"]), attempt=0, visible_at=None,
+               claimed_by=None, progress=None, result=None, last_error=None, error_code=None,
+               stop_reason=None, created_at=entry["staged_at"], started_at=None, finished_at=None,
+               updated_at=entry["staged_at"])
+    job = _shape(row)
+    job.update(staged_id=None, steps=[], executions=0, backfill=None)
+    return job
 
 
 def list_jobs(*, queue: str | None = None, name: str | None = None, state: str | None = None,

@@ -213,7 +213,7 @@ class Scheduler:
                                        occurrence=chosen[-1], fired=len(chosen), now=now)
             rows = [row for _, batch in batches for row in batch]
             if moved and rows:
-                results = submit(rows, database=self.alias)
+                results = submit(rows, database=self.alias, direct=True)  # its own transaction, not a caller's
         if not moved:
             fresh = watermarks.read(self.alias, [handle.name]).get(handle.name)
             if fresh is not None and fresh.watermark is not None:

@@ -17,12 +17,15 @@ log = logging.getLogger("ultimate_jobs")
 
 
 class Listener:
-    """Calls ``on_wake(queue)`` for each notification on the ultimate_jobs channel."""
+    """Calls ``on_wake(queue)`` for each notification on ``channel``: ``ultimate_jobs`` (jobs
+    inserted, for workers) or ``ultimate_jobs_outbox`` (rows staged, for relays)."""
 
-    def __init__(self, alias: str, queues: Iterable[str], on_wake: Callable[[str], None]) -> None:
+    def __init__(self, alias: str, queues: Iterable[str], on_wake: Callable[[str], None],
+                 channel: str = "ultimate_jobs") -> None:
         self.alias = alias
         self.queues = set(queues)
         self.on_wake = on_wake
+        self.channel = channel
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ultimate-jobs-listen", daemon=True)
         self.connected = threading.Event()
@@ -31,7 +34,9 @@ class Listener:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 5.0) -> None:
+        """Stop listening; wait up to ``wait`` seconds for the connection to close, so a process
+        (or a test database being dropped) is not left with a session behind it."""
         self._stop.set()
         conn = self._conn
         if conn is not None:
@@ -39,6 +44,8 @@ class Listener:
                 conn.cancel()
             except Exception:  # a dead connection cannot be cancelled; the thread exits on its own
                 pass
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(wait)
 
     def _dial(self):  # type: ignore[no-untyped-def]
         import psycopg
@@ -52,11 +59,13 @@ class Listener:
         return psycopg.connect(autocommit=True, **params)
 
     def _run(self) -> None:
+        from psycopg import sql
+
         backoff = 0.1
         while not self._stop.is_set():
             try:
                 self._conn = self._dial()
-                self._conn.execute("LISTEN ultimate_jobs")
+                self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 self.connected.set()
                 backoff = 0.1
                 self.on_wake("")  # a poll covers whatever was sent while nobody listened

@@ -10,7 +10,9 @@ Usage::
 Options (default): ``queues`` (the ``QUEUES`` setting), ``concurrency`` (``CONCURRENCY``: one
 number shared by the queues, or ``{"a": 4, "b": 2}``), ``max_in_flight`` (``MAX_IN_FLIGHT``),
 ``burst`` (False: exit once nothing is runnable and nothing is in flight), ``drain_timeout``
-(``DRAIN_TIMEOUT``), ``database`` (``DATABASE``).
+(``DRAIN_TIMEOUT``), ``database`` (``DATABASE``), ``on_idle`` (None: with ``burst``, a callable
+asked before exiting; answering True means it made work runnable, e.g. the relay published
+staged rows, and the worker passes again).
 
 One loop thread claims (one statement per queue per pass, ``FOR UPDATE SKIP LOCKED`` on
 PostgreSQL), settles finished attempts in one statement per pass, renews every held lease in
@@ -162,7 +164,8 @@ class Worker:
     def __init__(self, *, queues: Sequence[str] | None = None, concurrency: Any = None,
                  max_in_flight: int | None = None, burst: bool = False, drain_timeout: Any = None,
                  database: str | None = None, worker_id: str | None = None,
-                 on_pass: Callable[[Worker, list[Run]], None] | None = None) -> None:
+                 on_pass: Callable[[Worker, list[Run]], None] | None = None,
+                 on_idle: Callable[[], bool] | None = None) -> None:
         conf = get_settings()
         self.queues = list(queues) if queues is not None else list(conf.QUEUES)
         if not self.queues:
@@ -190,6 +193,7 @@ class Worker:
         self.on_pass = on_pass
         self._slots = FleetSlots(self.store, holder=self.worker_id, ttl=self.visibility,
                                  wait_delay=max(self.poll_interval, 0.25))
+        self.on_idle = on_idle
         self.state = "idle"
         self.runs: dict[UUID, Run] = {}
         self._abandoned: set[Run] = set()  # timed out and settled, body still running on its thread
@@ -612,7 +616,9 @@ class Worker:
                 self._backoff = 0.0
                 if (self.burst and not started and not self.runs and not self._pending and not self._abandoned
                         and time.monotonic() >= self._burst_hold):
-                    break
+                    if self.on_idle is None or not self.on_idle():
+                        break
+                    continue
                 if not self._done.empty():
                     idle_wait = self.poll_interval
                     self._linger()

@@ -6,6 +6,8 @@ import asyncio
 import os
 import time
 
+from django.db import transaction
+
 from ultimate_jobs import NO_TENANT, Retry, RetryAfter, Terminal, job
 
 from .models import Effect
@@ -149,3 +151,12 @@ def tick(ctx, *, task: str) -> str:
 # other process tests' databases.
 if os.environ.get("JOBS_TEST_TASKS") == "1":
     from . import scheduled  # noqa: F401
+
+
+@job(name="tests.fan_out", idempotency_key="fan:{key}", tenant=NO_TENANT)
+def fan_out(ctx, *, key: str, children: int) -> int:
+    """Enqueues its follow-up jobs inside a transaction, as a view would: they are staged."""
+    with transaction.atomic():
+        results = record.enqueue_many([{"key": f"{key}-{n}"} for n in range(children)])
+    assert all(r.staged for r in results)
+    return children

@@ -112,10 +112,15 @@ def test_enqueue_many_of_thousands_spans_statements_and_keeps_every_row() -> Non
 
 
 def test_enqueue_many_inside_a_transaction_vanishes_whole_on_rollback() -> None:
+    from ultimate_jobs.models import OutboxEntry
+    from ultimate_jobs.outbox import Relay
+
     with pytest.raises(RuntimeError), transaction.atomic():
-        noop.enqueue_many([{"key": "r1"}, {"key": "r2"}])
+        staged = noop.enqueue_many([{"key": "r1"}, {"key": "r2"}])
+        assert [(r.staged, r.deduped) for r in staged] == [(True, None), (True, None)]
         raise RuntimeError("roll back")
-    assert Job.objects.count() == 0
+    assert Relay(relay_id="r").run_once() == 0  # nothing was staged, so nothing is ever published
+    assert Job.objects.count() == 0 and OutboxEntry.objects.count() == 0
 
 
 @pytest.mark.parametrize("bad", [

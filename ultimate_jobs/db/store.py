@@ -60,6 +60,24 @@ class LeaderLease(NamedTuple):
     version: int
 
 
+class OutboxRow(NamedTuple):
+    """A claimed outbox row: the staged enqueue request, under the ids the job will carry."""
+
+    id: UUID
+    run_id: UUID
+    name: str
+    queue: str
+    priority: int
+    payload: str
+    idempotency_key: str
+    tenant_id: str | None
+    enqueued_by: str | None
+    max_attempts: int
+    run_at: datetime
+    concurrency_key: str | None
+    traceparent: str | None
+
+
 class Store(Protocol):
     alias: str
     supports_listen_notify: bool
@@ -104,3 +122,16 @@ class Store(Protocol):
     def counter_fold(self, *, before: datetime) -> int: ...
 
     def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None: ...
+
+    def outbox_stage_many(self, *, rows: Sequence[JobRow], now: datetime | None,
+                          notify: Sequence[str] = ()) -> None: ...
+
+    def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
+                     now: datetime | None) -> list[OutboxRow]: ...
+
+    def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
+                              now: datetime | None) -> set[UUID]: ...
+
+    def outbox_release(self, *, ids: Sequence[UUID], relay_id: str) -> set[UUID]: ...
+
+    def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int: ...

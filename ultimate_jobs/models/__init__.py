@@ -1,9 +1,10 @@
-"""Models: the job, scheduler and operator table groups, re-exported."""
+"""Models: the job, outbox, scheduler and operator table groups, re-exported."""
 
 from .jobs import Job, JobStep, QueuePause
 from .leases import JobLease
 from .operations import JobCounter, WorkerHeartbeat
+from .outbox import OutboxEntry
 from .scheduler import SchedulerLeader, SchedulerState
 
-__all__ = ["Job", "JobCounter", "JobLease", "JobStep", "QueuePause", "SchedulerLeader", "SchedulerState",
-           "WorkerHeartbeat"]
+__all__ = ["Job", "JobCounter", "JobLease", "JobStep", "OutboxEntry", "QueuePause", "SchedulerLeader",
+           "SchedulerState", "WorkerHeartbeat"]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from ...durations import to_seconds
 from ...errors import JobsError
+from .. import log_to_stderr
 
 ROLES = ("worker", "scheduler", "relay")
 
@@ -55,12 +55,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from ...worker import Worker
 
-        if options["verbosity"] >= 1 and not logging.getLogger("ultimate_jobs").handlers:
-            handler = logging.StreamHandler(self.stderr._out)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-            logger = logging.getLogger("ultimate_jobs")
-            logger.addHandler(handler)
-            logger.setLevel(logging.INFO if options["verbosity"] >= 2 else logging.WARNING)
+        log_to_stderr(self, options["verbosity"])
         from ...services import BackgroundRoles, available_roles
 
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()] if options["queues"] else None
@@ -71,13 +66,23 @@ class Command(BaseCommand):
         missing = [r for r in roles if r != "worker" and r not in available_roles()]
         if missing and explicit:
             raise CommandError(f"role(s) {', '.join(missing)} are not available in this version.")
+        background_roles = [r for r in roles if r != "worker" and r not in missing]
+        relay = None
+        if options["burst"] and "relay" in background_roles:
+            # A burst worker publishes what is staged before it decides nothing is runnable, so a
+            # job enqueued inside a transaction (or by a job body inside one) is not left behind.
+            from ...outbox import Relay
+
+            relay = Relay()
+            background_roles.remove("relay")
         try:
             worker = Worker(queues=queues, concurrency=options["concurrency"],
                             max_in_flight=options["max_in_flight"], burst=options["burst"],
-                            drain_timeout=options["drain_timeout"])
+                            drain_timeout=options["drain_timeout"],
+                            on_idle=relay.burst_pass if relay is not None else None)
         except (JobsError, ValueError) as err:
             raise CommandError(str(err)) from None
-        background = BackgroundRoles([r for r in roles if r != "worker" and r not in missing])
+        background = BackgroundRoles(background_roles)
         background.start()
         try:
             stats = worker.run()

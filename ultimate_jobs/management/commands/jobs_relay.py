@@ -1,0 +1,37 @@
+"""``python manage.py jobs_relay``: publish committed outbox rows as jobs until SIGTERM (or, with --burst,
+until no claimable row is left; exit 1 if a row failed to publish)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...errors import JobsError
+from .. import log_to_stderr
+from .jobs_worker import _positive_int
+
+
+class Command(BaseCommand):
+    help = ("Run the outbox relay: publish rows staged by committed transactions as jobs, in order, "
+            "until SIGTERM finishes the pass in flight.")
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--burst", action="store_true", help="Exit once no claimable outbox row is left.")
+        parser.add_argument("--batch-size", type=_positive_int,
+                            help="Rows claimed and published per pass (RELAY_BATCH_SIZE, 500).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ...outbox import Relay
+
+        log_to_stderr(self, options["verbosity"])
+        try:
+            relay = Relay(burst=options["burst"], batch_size=options["batch_size"])
+        except JobsError as err:
+            raise CommandError(str(err)) from None
+        stats = relay.run()
+        if options["verbosity"] >= 1:
+            self.stdout.write(f"relay stopped: published={stats['published']} failed={stats['failed']}")
+        if options["burst"] and stats["failed"]:
+            raise CommandError(f"{stats['failed']} outbox row(s) failed to publish and wait for a retry; "
+                               "see jobs.outbox.publish-failed in the log.")
