@@ -149,9 +149,11 @@ def spawn_worker(
         "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)])),
         **(env or {}),
     }
+    # ``python -m`` puts its working directory first on sys.path: the log directory holds no
+    # package, so PYTHONPATH decides where ultimate_jobs comes from (a --snapshot, else the tree).
     with open(LOG_DIR / log_name, "ab") as log:
         return subprocess.Popen(
-            worker_argv(concurrency), env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT)
+            worker_argv(concurrency), env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=str(LOG_DIR)
         )
 
 

@@ -77,8 +77,25 @@ def commit() -> str:
     )
 
 
+SITECUSTOMIZE = '''"""Written by bench/run.py --snapshot: keep the measured snapshot of ultimate_jobs whole.
+
+An editable install's finder would supply any ultimate_jobs module added to the working tree
+after the snapshot's commit; without it such a module is absent, as it was at that commit.
+"""
+
+import sys
+
+sys.meta_path[:] = [f for f in sys.meta_path if "ultimate_jobs" not in getattr(f, "__module__", "")]
+'''
+
+
 def snapshot(rev: str) -> tuple[str, str]:
-    """Extract ``ultimate_jobs/`` at ``rev`` into a temporary directory; answer (directory, short commit)."""
+    """Extract ``ultimate_jobs/`` at ``rev`` into a temporary directory; answer (directory, short commit).
+
+    The directory also gets a ``sitecustomize.py`` (run at start-up by every Python that has the
+    directory on ``PYTHONPATH``) that drops the editable install's import finder, which would
+    otherwise supply modules added to the working tree since ``rev``.
+    """
     short = git("rev-parse", "--short", rev)
     target = Path(tempfile.gettempdir()) / f"bench-uj-{short}"
     if not (target / "ultimate_jobs").is_dir():
@@ -87,6 +104,7 @@ def snapshot(rev: str) -> tuple[str, str]:
             ["git", "-C", str(ROOT), "archive", short, "ultimate_jobs"], capture_output=True, check=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    (target / "sitecustomize.py").write_text(SITECUSTOMIZE)
     return str(target), short
 
 
