@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .store import ClaimedJob, Settlement, Store
+from .store import ClaimedJob, Settlement, StepRow, Store
 
-__all__ = ["ClaimedJob", "Settlement", "Store", "store_for"]
+__all__ = ["ClaimedJob", "Settlement", "StepRow", "Store", "store_for"]
 
 _stores: dict[str, Store] = {}
 

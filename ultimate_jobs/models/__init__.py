@@ -1,5 +1,6 @@
-"""Models: the job table group, re-exported."""
+"""Models: the job table group and the event bus, re-exported."""
 
+from .events import JobEvent
 from .jobs import Job, JobStep, QueuePause
 
-__all__ = ["Job", "JobStep", "QueuePause"]
+__all__ = ["Job", "JobEvent", "JobStep", "QueuePause"]
