@@ -21,12 +21,19 @@ job on this path.
 Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.draining``,
 ``jobs.worker.drain-abandoned``, ``jobs.claim.failed``, ``jobs.settle.failed``,
 ``jobs.settle.lost``, ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
-``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``.
+``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``,
+``jobs.worker.task-failed``.
+
+A run's ``timeout`` and its current step's ``step_timeout`` (``ctx.step.run``) are both enforced
+by the loop: the cancel token is set first, then the attempt is failed. Once a settle statement
+answered that a row settled, the settlement's ``after`` (``on_settled``, an event wait's
+re-check) runs on a small hook pool, never on the claim loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import queue as queue_module
@@ -54,6 +61,48 @@ log = logging.getLogger("ultimate_jobs")
 _DB_ERRORS = (OperationalError, InterfaceError, DatabaseError)
 RESCUE_INTERVAL = 1.0
 SETTLE_LINGER = 0.002  # seconds a pass waits for more runs to finish before it settles
+HOOK_THREADS = 2
+
+
+def timeout_expired(claimed: ClaimedJob, handle: JobHandle, token: CancelToken, deadline: float | None,
+                    now: float) -> bool:
+    """Whether the attempt passed its ``timeout`` or its current step its ``step_timeout``; if so,
+    set the token first (the body's later writes are refused) and answer True so the caller fails
+    the attempt."""
+    step_deadline, step_name = token.step_deadline, token.step_name
+    if deadline is not None and now >= deadline:
+        token.set(X_JOB_TIMEOUT, f"{claimed.name} passed its timeout of {handle.timeout:g}s.")
+        return True
+    if step_deadline is not None and now >= step_deadline:
+        token.set(X_JOB_TIMEOUT, f"{claimed.name}: step {step_name!r} passed its step_timeout of "
+                  f"{handle.step_timeout:g}s.")
+        return True
+    return False
+
+
+def timed_out_outcome(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, store: Any) -> Settlement | None:
+    """How a timed-out attempt settles, decided off the body's thread: the retry decision, an unwind
+    handed to the next claim for a compensating job, and the ``on_settled`` delivery."""
+    from . import settled
+    from .compensation import defer
+    from .execute import decide
+
+    outcome = decide(handle, claimed, CancelToken(), error=token.error())
+    if outcome is None:
+        return None
+    try:
+        outcome = defer(handle, claimed, store, outcome)
+    except _DB_ERRORS as exc:  # no marker: the next claim still unwinds once the forward attempts are spent
+        log.warning("jobs.compensation.defer-failed job_id=%s error=%r", claimed.id, exc)
+    return settled.attach(handle, claimed, outcome)
+
+
+def _deliver_rescued(handle: JobHandle, job_id: UUID, alias: str) -> None:
+    from . import settled
+
+    ending = settled.for_row(handle, job_id, database=alias)
+    if ending is not None:
+        settled.deliver(handle, ending)
 
 
 @dataclass(slots=True, eq=False)
@@ -78,16 +127,19 @@ class Run:
 class _Pool:
     """Daemon threads running sync bodies: a body that never returns cannot keep the process alive."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, prefix: str = "ultimate-jobs") -> None:
         self._tasks: queue_module.SimpleQueue[Callable[[], None] | None] = queue_module.SimpleQueue()
-        self._threads = [threading.Thread(target=self._loop, name=f"ultimate-jobs-{n}", daemon=True)
+        self._threads = [threading.Thread(target=self._loop, name=f"{prefix}-{n}", daemon=True)
                          for n in range(size)]
         for thread in self._threads:
             thread.start()
 
     def _loop(self) -> None:
         while (task := self._tasks.get()) is not None:
-            task()
+            try:
+                task()
+            except Exception:  # a task's failure is logged; the pool thread keeps serving
+                log.exception("jobs.worker.task-failed")
 
     def submit(self, task: Callable[[], None]) -> None:
         self._tasks.put(task)
@@ -179,6 +231,7 @@ class Worker:
         self._drain_deadline: float | None = None
         self._signals = 0
         self._pool: _Pool | None = None
+        self._hooks: _Pool | None = None  # what runs once a settle landed: on_settled, event re-checks
         self._loop: _Loop | None = None
         self._listener: Any = None
         self._last_heartbeat = time.monotonic()
@@ -282,13 +335,13 @@ class Worker:
 
     def _execute(self, run: Run) -> None:
         try:
-            run.outcome = run_attempt(run.handle, run.claimed, run.token)
+            run.outcome = run_attempt(run.handle, run.claimed, run.token, alias=self.alias)
         finally:
             self._finish(run)
 
     async def _execute_async(self, run: Run) -> None:
         try:
-            run.outcome = await run_attempt_async(run.handle, run.claimed, run.token)
+            run.outcome = await run_attempt_async(run.handle, run.claimed, run.token, alias=self.alias)
         finally:
             self._finish(run)
 
@@ -343,24 +396,33 @@ class Worker:
                 log.warning("jobs.settle.lost job_id=%s name=%s queue=%s outcome=%s: the row is no longer this "
                             "worker's (cancelled or reclaimed)", run.id, run.claimed.name, run.claimed.queue,
                             run.outcome.state)
-            elif run.outcome.uncount:
-                self.stats["interrupted"] += 1
             else:
-                self.stats["settled"] += 1
+                # A suspension settled (state suspended, attempt handed back): counted as settled.
+                if run.outcome.uncount and run.outcome.state != "suspended":
+                    self.stats["interrupted"] += 1
+                else:
+                    self.stats["settled"] += 1
+                self._after(run.outcome.after)
+
+    def _after(self, task: Callable[[], object] | None) -> None:
+        """Run what waits for a settle to have landed (``on_settled``, an event wait's re-check),
+        off the claim loop: a slow hook never delays a pass."""
+        if task is None:
+            return
+        if self._hooks is None:
+            self._hooks = _Pool(HOOK_THREADS, prefix="ultimate-jobs-hook")
+        self._hooks.submit(task)  # type: ignore[arg-type]
 
     def _expire_timeouts(self) -> None:
         now = time.monotonic()
-        expired = [r for r in self.runs.values()
-                   if r.deadline is not None and now >= r.deadline and not r.finished.is_set() and not r.settled]
-        for run in expired:
-            # The token first, so the body's later writes are refused; then the attempt fails.
-            run.token.set(X_JOB_TIMEOUT, f"{run.claimed.name} passed its timeout of {run.handle.timeout:g}s.")
+        for run in [r for r in self.runs.values() if not r.finished.is_set() and not r.settled]:
+            expired = timeout_expired(run.claimed, run.handle, run.token, run.deadline, now)
+            if not expired:
+                continue
             log.warning("jobs.timeout job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
-            from .execute import decide
-
-            outcome = decide(run.handle, run.claimed, CancelToken(), error=run.token.error())
+            outcome = timed_out_outcome(run.handle, run.claimed, run.token, self.store)
             try:
-                self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
+                settled = self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
             except _DB_ERRORS as exc:
                 self._db_failed("jobs.settle.failed", exc)
                 continue
@@ -368,6 +430,8 @@ class Worker:
             self.stats["settled"] += 1
             self._forget(run)
             self._abandoned.add(run)
+            if outcome is not None and outcome.id in settled:
+                self._after(outcome.after)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -409,6 +473,9 @@ class Worker:
             return
         for job_id, name, queue, state in rescued:
             log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job_id, name, queue, state)
+            handle = get_job_handle(name)
+            if handle is not None and handle.on_settled is not None and state in ("dead", "failed"):
+                self._after(functools.partial(_deliver_rescued, handle, job_id, self.alias))
 
     # -- failures --------------------------------------------------------------------------------
 
@@ -528,6 +595,8 @@ class Worker:
                 self._listener.stop()
             if self._pool is not None:
                 self._pool.shutdown()
+            if self._hooks is not None:
+                self._hooks.shutdown()
             if self._loop is not None:
                 self._loop.shutdown()
             self.state = "stopped"
