@@ -18,7 +18,10 @@ from .context import CancelToken, JobContext
 from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
 from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
 from .errors import JobCancelled, JobsError, RetryAfter, Terminal
+from .events import publish_event
 from .retry import Retry, register_error_retry, retry_schedule
+from .settled import Settled
+from .steps import Suspension
 from .worker import Worker
 
 __all__ = [
@@ -33,9 +36,12 @@ __all__ = [
     "NO_TENANT",
     "Retry",
     "RetryAfter",
+    "Settled",
+    "Suspension",
     "Terminal",
     "Worker",
     "job",
+    "publish_event",
     "register_error_retry",
     "registered_jobs",
     "retry_schedule",

@@ -16,6 +16,9 @@ strings. Payloads, results and errors pass through the redactor.
 
 Raises ``X_JOB_NOT_FOUND`` for an unknown id, ``X_ID_INVALID`` for a malformed one,
 ``X_JOB_INPUT_INVALID`` for a bad filter or limit.
+
+Durable runs add two writes (a minimal set, at the end of the module): ``resolve_step(id, name,
+ran=True|False, output=None)`` and ``retry_job(id, from_step=None)``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,17 @@ from uuid import UUID
 
 from .conf import get_settings
 from .declaration import get_job_handle
-from .errors import X_ID_INVALID, X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
+from .errors import (
+    X_ID_INVALID,
+    X_JOB_DUPLICATE,
+    X_JOB_INPUT_INVALID,
+    X_JOB_NOT_FOUND,
+    X_JOB_NOT_REQUEUEABLE,
+    X_STEP_NOT_FOUND,
+    X_STEP_NOT_RESOLVABLE,
+    X_STEP_OUTPUT_UNSERIALIZABLE,
+    JobsError,
+)
 from .ids import parse_uuid
 from .models.jobs import STATES
 from .redact import redact, redact_text
@@ -150,3 +163,86 @@ def _id_prefix(query: Any, prefix: str) -> Any:
     low = UUID(digits.ljust(32, "0"))
     high = UUID(digits.ljust(32, "f"))
     return query.filter(id__gte=low, id__lte=high)
+
+
+# -- minimal write operations for durable runs ---------------------------------------------------------
+# ``resolve_step`` and ``retry_job`` as the step guarantees need them (X_STEP_OUTCOME_UNKNOWN is
+# resolved by an operator, then retried). Kept small and self-contained so the full operator API
+# (cancel, promote, remove, the bulk forms) can replace or absorb them.
+
+
+def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None) -> dict[str, Any]:
+    """Settle a step whose outcome is unknown (a ``once=True`` step found started or failed).
+
+    ``ran=True`` records it completed with ``output`` (JSON): a replay returns that output without
+    calling the step. ``ran=False`` forgets it: the next attempt runs the step again. Then retry the
+    job (``retry_job``). Raise ``X_JOB_NOT_FOUND``, ``X_STEP_NOT_FOUND``, ``X_STEP_NOT_RESOLVABLE``
+    (the job is running, or the step completed already) or ``X_STEP_OUTPUT_UNSERIALIZABLE``.
+    """
+    from . import clock, jsoncodec
+    from .models import JobStep
+
+    row = _job_row(job_id)
+    if row["state"] == "running":
+        raise JobsError(X_STEP_NOT_RESOLVABLE, f"Job {row['id']} is running; a step is resolved on a job that is not.")
+    steps = JobStep.objects.using(get_settings().DATABASE).filter(run_id=row["run_id"], name=name)
+    status = steps.values_list("status", flat=True).first()
+    if status is None:
+        raise JobsError(X_STEP_NOT_FOUND, f"Job {row['id']} has no step {name!r}.")
+    if status == "completed":
+        raise JobsError(X_STEP_NOT_RESOLVABLE, f"Step {name!r} of job {row['id']} completed already.")
+    if not ran:
+        steps.delete()
+    else:
+        try:
+            stored = jsoncodec.loads(jsoncodec.dumps(output, max_bytes=get_settings().MAX_STEP_OUTPUT_BYTES,
+                                                     what=f"step {name!r} output"))
+        except jsoncodec.NotJSON as exc:
+            raise JobsError(X_STEP_OUTPUT_UNSERIALIZABLE, f"{exc}.") from None
+        steps.update(status="completed", output=stored, error=None, completed_at=clock.now())
+    return get_job(row["id"])
+
+
+def retry_job(job_id: str | UUID, *, from_step: str | None = None) -> dict[str, Any]:
+    """Run a finished job again under its run id: completed steps replay, a dead compensating run
+    continues its unwind. ``from_step`` forgets that step and every later one first.
+
+    Raise ``X_JOB_NOT_FOUND``, ``X_JOB_NOT_REQUEUEABLE`` (the job is live), ``X_STEP_NOT_FOUND``
+    (no such step) or ``X_JOB_DUPLICATE`` (a live job holds its key).
+    """
+    from django.db import IntegrityError, transaction
+
+    from . import clock
+    from .models import JobStep
+    from .models.jobs import LIVE_STATES
+
+    row = _job_row(job_id)
+    if row["state"] in LIVE_STATES:
+        raise JobsError(X_JOB_NOT_REQUEUEABLE, f"Job {row['id']} is {row['state']}; only a finished job is retried.")
+    alias = get_settings().DATABASE
+    handle = get_job_handle(row["name"])
+    now = clock.now()
+    with transaction.atomic(using=alias):
+        if from_step is not None:
+            steps = JobStep.objects.using(alias).filter(run_id=row["run_id"])
+            seq = steps.filter(name=from_step).values_list("seq", flat=True).first()
+            if seq is None:
+                raise JobsError(X_STEP_NOT_FOUND, f"Job {row['id']} has no step {from_step!r}.")
+            steps.filter(seq__gte=seq).delete()
+        try:
+            with transaction.atomic(using=alias):
+                _jobs().filter(id=row["id"], state=row["state"]).update(
+                    state="ready", attempt=0, max_attempts=handle.max_attempts if handle else row["max_attempts"],
+                    run_at=now, visible_at=None, claimed_by=None, claim=None, stop_reason=None, finished_at=None,
+                    updated_at=now)
+        except IntegrityError:
+            raise JobsError(X_JOB_DUPLICATE, f"A live job holds the key of job {row['id']}.") from None
+    return get_job(row["id"])
+
+
+def _job_row(job_id: str | UUID) -> dict[str, Any]:
+    key = parse_uuid(job_id, subject="job id")
+    row = _jobs().filter(id=key).values("id", "run_id", "name", "state", "max_attempts").first()
+    if row is None:
+        raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
+    return row

@@ -70,6 +70,8 @@ class Progress:
         if time.monotonic() - self._last >= INTERVAL:
             self._send()
 
+    __call__ = report  # JobContext.progress calls its hook directly
+
     def flush(self) -> None:
         """Write the newest unwritten report (before the run settles)."""
         if self._pending is not None:

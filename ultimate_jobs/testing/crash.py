@@ -10,9 +10,9 @@ Usage::
         assert report.boundaries                            # the (point, step) pairs it crashed at
 
 How it works: a reference run goes to its end with nothing injected, recording every step
-boundary it crosses (``before_step_body``, ``after_step_body_before_checkpoint``,
-``after_checkpoint_commit`` for each step) and the effects it caused. Then, for each boundary in
-turn, a fresh run of the same input is crashed there — a ``SimulatedCrash`` (a ``BaseException``,
+boundary it crosses — before each step's body (``before_step_body``; for ``once=True`` its
+``started`` is already stored) and after each step's checkpoint committed
+(``after_checkpoint_commit``) — and the effects it caused. Then, for each boundary in turn, a fresh run of the same input is crashed there — a ``SimulatedCrash`` (a ``BaseException``,
 like a SIGKILL nothing in the body can catch) leaves the row ``running`` and settles nothing, an
 ``atomic=True`` step's open transaction rolls back — its lease is left to lapse (the frozen clock
 moves past ``VISIBILITY_TIMEOUT`` and the rescue hands the row back, the attempt counted) and the
@@ -33,7 +33,10 @@ names the boundary, the effect and both counts. A run that *ends* differently (d
 reference was done: a ``once=True`` step whose outcome became unknown, a job with one attempt) is
 not a double effect; it is reported in ``CrashReport.runs`` for the test to judge.
 
-Options (default): ``effects`` (None), ``database`` (the ``DATABASE`` setting).
+Options (default): ``effects`` (None); ``inside_steps`` (False: also crash *inside* each step,
+after its body returned and before its checkpoint — a step is at-least-once, so this passes only
+when every step body is itself idempotent, or ``atomic=True`` with database-only effects);
+``database`` (the ``DATABASE`` setting).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from . import Trace, _frozen, recorded_effects, trace
 from .runner import Runner
 
 MAX_ROUNDS = 1_000
+BOUNDARIES = ("before_step_body", "after_checkpoint_commit")
+INSIDE = "after_step_body_before_checkpoint"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +80,15 @@ class CrashReport:
 
 
 def crash_proof(handle: JobHandle, input: Mapping[str, Any], *, effects: Callable[[], Any] | None = None,
-                database: str | None = None) -> CrashReport:
+                inside_steps: bool = False, database: str | None = None) -> CrashReport:
     """See the module docstring; raise ``X_JOB_CRASH_DIVERGED`` on the first double effect."""
     alias = store_for(database).alias
+    points = (*BOUNDARIES, INSIDE) if inside_steps else BOUNDARIES
     with _frozen():
         boundaries: list[tuple[str, str]] = []
 
         def seen(point: str, step: str) -> None:
-            if (point, step) not in boundaries:
+            if point in points and (point, step) not in boundaries:
                 boundaries.append((point, step))
 
         with faults.observe(seen):
