@@ -31,6 +31,7 @@ from .context import CancelToken, JobContext
 from .db import store_for
 from .db.store import ClaimedJob, Settlement, Store
 from .errors import (
+    X_JOB_COMPENSATION_FAILED,
     X_JOB_DECLARATION_INVALID,
     X_JOB_FAILED,
     X_JOB_RESULT_UNSERIALIZABLE,
@@ -86,7 +87,8 @@ def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
     with tenant_context(claimed.tenant_id):
         try:
             if handle.compensates and needs_unwind(handle, claimed, ctx.step):
-                return _finish(handle, claimed, ctx, resume_unwind(handle, claimed, ctx, kwargs))
+                return _finish(handle, claimed, ctx, _guarded_unwind(
+                    handle, claimed, token, lambda: resume_unwind(handle, claimed, ctx, kwargs)))
             result = handle.fn(ctx, **kwargs)
         except Suspension:
             result = None  # the step runner latched where and for how long
@@ -126,8 +128,28 @@ def verdict(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, steps: S
     outcome = decide(handle, claimed, token, result=result, error=error)
     if (outcome is not None and outcome.state in ("dead", "failed") and handle.compensates
             and outcome.error_code != X_STEP_OUTCOME_UNKNOWN):
-        outcome = unwind(handle, claimed, steps, outcome)
+        failure = outcome
+        outcome = _guarded_unwind(handle, claimed, token, lambda: unwind(handle, claimed, steps, failure), failure)
     return outcome
+
+
+def _guarded_unwind(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
+                    run: Callable[[], Settlement | None], failure: Settlement | None = None) -> Settlement | None:
+    """Run an unwind; one that is cancelled settles as a cancel (or a drain), and one that breaks
+    (a database error) goes back to the queue while the row has attempts: the next claim unwinds."""
+    try:
+        return run()
+    except JobCancelled as error:
+        return decide(handle, claimed, token, error=error)
+    except Exception as error:  # an unwind that broke is retried, never silently dropped
+        _release_broken_connections()
+        log.warning("jobs.compensation.interrupted job_id=%s name=%s error=%r", claimed.id, claimed.name, error)
+        if claimed.attempt >= claimed.max_attempts:
+            return failure or _stop(handle, claimed, format_error(error), X_JOB_COMPENSATION_FAILED,
+                                    "attempts-exhausted")
+        return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error if failure else
+                          format_error(error), error_code=failure.error_code if failure else X_JOB_FAILED,
+                          delay=handle.retry.delay_after(claimed.attempt))
 
 
 def _finish(handle: JobHandle, claimed: ClaimedJob, ctx: JobContext, outcome: Settlement | None) -> Settlement | None:

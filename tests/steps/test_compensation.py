@@ -71,7 +71,7 @@ def test_a_crash_on_the_final_attempt_is_claimed_again_and_unwinds(jobs_clock) -
 
     result = step_jobs.checkout.using(run_id=None).enqueue(order="o5")
     runner = Runner()
-    for attempt in (1, 2):
+    for _ in (1, 2):
         runner.run(runner.claim(result.id))
         jobs_clock.advance("1s")
     with faults.armed("before_step_body@ship=crash"), pytest.raises(SimulatedCrash):
@@ -104,3 +104,37 @@ def test_once_with_unknown_outcome_stops_the_unwind(declare, jobs_clock) -> None
     (trace,) = drain()
     assert (trace.state, trace.error_code) == ("dead", "X_JOB_COMPENSATION_FAILED")
     assert "outcome" in trace.last_error or "'b'" in trace.last_error
+
+
+def test_an_unwind_cancelled_midway_settles_nothing_and_one_that_breaks_is_retried(declare, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from django.db import OperationalError
+
+    from ultimate_jobs.steps import Steps
+
+    @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True, retry=1)
+    def cancelled(ctx, *, k: str) -> None:
+        ctx.step.run("a", lambda: 1, compensate=lambda out: ctx.cancelled.set("X_ABORTED"))
+        raise Terminal("stop")
+
+    trace = run_job(cancelled, k="x")
+    assert trace.state == "running"  # cancelled mid-unwind: nothing settled, the compensator's write refused
+    assert "compensate:a" not in trace.steps
+
+    @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True, retry=1)
+    def breaks(ctx, *, k: str) -> None:
+        ctx.step.run("a", lambda: 1, compensate=lambda out: None)
+        raise Terminal("stop")
+
+    original = Steps.mark
+    calls = []
+
+    def flaky_mark(self, name, output):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        if len(calls) == 1:
+            raise OperationalError("the connection dropped")
+        return original(self, name, output)
+
+    monkeypatch.setattr(Steps, "mark", flaky_mark)
+    trace = run_job(breaks, k="y")
+    assert (trace.state, trace.attempt, trace.error_code) == ("dead", 2, "X_TERMINAL")  # the next claim unwound
+    assert list(trace.steps) == ["a", "unwinding", "compensate:a"]
