@@ -24,7 +24,7 @@ its writes are not committed yet), ``after_checkpoint_commit`` (the checkpoint c
 Options (default): the ``ULTIMATE_JOBS_FAULTS`` environment variable (unset: nothing armed),
 read once per process on the first hit.
 
-Logged events: ``jobs.fault.fired`` (warning) before every action.
+Logged events: ``jobs.fault.fired`` before every action (warning; debug for ``crash``).
 """
 
 from __future__ import annotations
@@ -128,7 +128,9 @@ def hit(point: str, step: str) -> None:
             return
         if fault.remaining is not None:
             fault.remaining -= 1
-    log.warning("jobs.fault.fired point=%s step=%s action=%s pid=%s", point, step, fault.action, os.getpid())
+    # A simulated crash is what crash_proof does at every boundary: routine, so debug.
+    log.log(logging.DEBUG if fault.action == "crash" else logging.WARNING, "jobs.fault.fired point=%s step=%s "
+            "action=%s pid=%s", point, step, fault.action, os.getpid())
     if fault.action == "kill":
         for handler in logging.getLogger("ultimate_jobs").handlers:
             handler.flush()

@@ -97,6 +97,15 @@ def timed_out_outcome(handle: JobHandle, claimed: ClaimedJob, token: CancelToken
     return settled.attach(handle, claimed, outcome)
 
 
+def _run_and_close(task: Callable[[], object]) -> None:
+    """A hook-pool task; the thread's connections are closed after it (these tasks are rare, and a
+    connection idling in a hook thread would outlive the worker's own)."""
+    try:
+        task()
+    finally:
+        connections.close_all()
+
+
 def _deliver_rescued(handle: JobHandle, job_id: UUID, alias: str) -> None:
     from . import settled
 
@@ -411,7 +420,7 @@ class Worker:
             return
         if self._hooks is None:
             self._hooks = _Pool(HOOK_THREADS, prefix="ultimate-jobs-hook")
-        self._hooks.submit(task)  # type: ignore[arg-type]
+        self._hooks.submit(functools.partial(_run_and_close, task))
 
     def _expire_timeouts(self) -> None:
         now = time.monotonic()

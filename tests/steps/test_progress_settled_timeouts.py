@@ -228,3 +228,22 @@ def test_a_body_ignoring_the_timeout_is_named_abandoned_one_that_stops_is_not(de
     abandoned = [r.getMessage() for r in caplog.records if "jobs.timeout.abandoned" in r.getMessage()]
     assert len(abandoned) == 1 and str(a.id) in abandoned[0]
     assert ops.get_job(a.id)["error_code"] == ops.get_job(b.id)["error_code"] == "X_JOB_TIMEOUT"
+
+
+def test_a_lease_lapsing_on_the_final_attempt_is_told_dead_lettered(declare, frozen_clock) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    heard: list[Settled] = []
+
+    @declare(idempotency_key="{k}", tenant="{org}", on_settled=heard.append, retry=1)
+    def lapsed(ctx, *, k: str, org: str) -> None:
+        return None
+
+    result = lapsed.enqueue(k="x", org="acme")
+    Job.objects.filter(id=result.id).update(state="running", attempt=1, claimed_by="dead-worker",
+                                            visible_at=frozen_clock.now() - timedelta(seconds=1))
+    burst()
+    wait_for(lambda: heard, timeout=10)
+    (settled,) = heard
+    assert (settled.outcome, settled.code, settled.input, settled.tenant_id) == (
+        "dead-lettered", "X_LEASE_LAPSED", {"k": "x", "org": "acme"}, "acme")

@@ -195,3 +195,20 @@ def test_final_attempt_is_true_on_the_last_attempt_only(declare) -> None:  # typ
 def test_effects_of_completed_steps_happen_once(jobs_clock) -> None:  # type: ignore[no-untyped-def]
     run_job(step_jobs.plain, key="p")
     assert Effect.objects.count() == 2
+
+
+def test_async_bodies_cannot_compensate_or_use_steps(declare) -> None:  # type: ignore[no-untyped-def]
+    from ultimate_jobs import JobsError
+
+    with pytest.raises(JobsError) as err:
+        @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True)
+        async def undo(ctx, *, k: str) -> None:
+            return None
+    assert err.value.code == "X_JOB_DECLARATION_INVALID"
+
+    @declare(idempotency_key="{k}", tenant=NO_TENANT)
+    async def stepper(ctx, *, k: str) -> None:
+        ctx.step.run("x", lambda: 1)
+
+    trace = run_job(stepper, k="x")
+    assert (trace.state, trace.error_code) == ("dead", "X_JOB_DECLARATION_INVALID")
