@@ -141,6 +141,13 @@ def inline() -> Iterator[None]:
         _inline.on = False
 
 
+def deliver_rescued(handle: JobHandle, job_id: UUID, database: str) -> None:
+    """Deliver the ending of a row the rescue settled (a lease lapsed on its final attempt)."""
+    ending = for_row(handle, job_id, database=database)
+    if ending is not None:
+        deliver(handle, ending)
+
+
 def deliver(handle: JobHandle, settled: Settled) -> bool:
     """Call the hook: up to three tries inside ``on_settled_timeout``; answer whether one succeeded."""
     deadline = time.monotonic() + handle.on_settled_timeout

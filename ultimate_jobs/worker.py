@@ -48,12 +48,12 @@ from uuid import UUID
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from . import clock
+from . import clock, deadlines, settled
 from .conf import get_settings
 from .context import CancelToken
 from .db import ClaimedJob, Settlement, store_for
 from .declaration import JobHandle, check_queue_name, get_job_handle, registered_jobs
-from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, X_JOB_TIMEOUT, JobsError
+from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, JobsError
 from .execute import run_attempt, run_attempt_async
 
 log = logging.getLogger("ultimate_jobs")
@@ -64,39 +64,6 @@ SETTLE_LINGER = 0.002  # seconds a pass waits for more runs to finish before it 
 HOOK_THREADS = 2
 
 
-def timeout_expired(claimed: ClaimedJob, handle: JobHandle, token: CancelToken, deadline: float | None,
-                    now: float) -> bool:
-    """Whether the attempt passed its ``timeout`` or its current step its ``step_timeout``; if so,
-    set the token first (the body's later writes are refused) and answer True so the caller fails
-    the attempt."""
-    step_deadline, step_name = token.step_deadline, token.step_name
-    if deadline is not None and now >= deadline:
-        token.set(X_JOB_TIMEOUT, f"{claimed.name} passed its timeout of {handle.timeout:g}s.")
-        return True
-    if step_deadline is not None and now >= step_deadline:
-        token.set(X_JOB_TIMEOUT, f"{claimed.name}: step {step_name!r} passed its step_timeout of "
-                  f"{handle.step_timeout:g}s.")
-        return True
-    return False
-
-
-def timed_out_outcome(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, store: Any) -> Settlement | None:
-    """How a timed-out attempt settles, decided off the body's thread: the retry decision, an unwind
-    handed to the next claim for a compensating job, and the ``on_settled`` delivery."""
-    from . import settled
-    from .compensation import defer
-    from .execute import decide
-
-    outcome = decide(handle, claimed, CancelToken(), error=token.error())
-    if outcome is None:
-        return None
-    try:
-        outcome = defer(handle, claimed, store, outcome)
-    except _DB_ERRORS as exc:  # no marker: the next claim still unwinds once the forward attempts are spent
-        log.warning("jobs.compensation.defer-failed job_id=%s error=%r", claimed.id, exc)
-    return settled.attach(handle, claimed, outcome)
-
-
 def _run_and_close(task: Callable[[], object]) -> None:
     """A hook-pool task; the thread's connections are closed after it (these tasks are rare, and a
     connection idling in a hook thread would outlive the worker's own)."""
@@ -104,14 +71,6 @@ def _run_and_close(task: Callable[[], object]) -> None:
         task()
     finally:
         connections.close_all()
-
-
-def _deliver_rescued(handle: JobHandle, job_id: UUID, alias: str) -> None:
-    from . import settled
-
-    ending = settled.for_row(handle, job_id, database=alias)
-    if ending is not None:
-        settled.deliver(handle, ending)
 
 
 @dataclass(slots=True, eq=False)
@@ -144,11 +103,16 @@ class _Pool:
             thread.start()
 
     def _loop(self) -> None:
-        while (task := self._tasks.get()) is not None:
-            try:
-                task()
-            except Exception:  # a task's failure is logged; the pool thread keeps serving
-                log.exception("jobs.worker.task-failed")
+        try:
+            while (task := self._tasks.get()) is not None:
+                try:
+                    task()
+                except Exception:  # a task's failure is logged; the pool thread keeps serving
+                    log.exception("jobs.worker.task-failed")
+        finally:
+            # The thread ends with the pool: close its connections now rather than whenever the
+            # garbage collector gets to them (an in-process Worker must not leave sessions behind).
+            connections.close_all()
 
     def submit(self, task: Callable[[], None]) -> None:
         self._tasks.put(task)
@@ -425,13 +389,13 @@ class Worker:
     def _expire_timeouts(self) -> None:
         now = time.monotonic()
         for run in [r for r in self.runs.values() if not r.finished.is_set() and not r.settled]:
-            expired = timeout_expired(run.claimed, run.handle, run.token, run.deadline, now)
+            expired = deadlines.expired(run.claimed, run.handle, run.token, run.deadline, now)
             if not expired:
                 continue
             log.warning("jobs.timeout job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
-            outcome = timed_out_outcome(run.handle, run.claimed, run.token, self.store)
+            outcome = deadlines.timed_out_outcome(run.handle, run.claimed, run.token, self.store)
             try:
-                settled = self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
+                landed = self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
             except _DB_ERRORS as exc:
                 self._db_failed("jobs.settle.failed", exc)
                 continue
@@ -439,7 +403,7 @@ class Worker:
             self.stats["settled"] += 1
             self._forget(run)
             self._abandoned.add(run)
-            if outcome is not None and outcome.id in settled:
+            if outcome is not None and outcome.id in landed:
                 self._after(outcome.after)
 
     # -- leases -------------------------------------------------------------------------------
@@ -484,7 +448,7 @@ class Worker:
             log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job_id, name, queue, state)
             handle = get_job_handle(name)
             if handle is not None and handle.on_settled is not None and state in ("dead", "failed"):
-                self._after(functools.partial(_deliver_rescued, handle, job_id, self.alias))
+                self._after(functools.partial(settled.deliver_rescued, handle, job_id, self.alias))
 
     # -- failures --------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, JobsError, Retry, job
+from ultimate_jobs import JobsError, Retry, job
 from ultimate_jobs.testing import record_effect
 
 TMP = tempfile.TemporaryDirectory()
@@ -61,7 +61,14 @@ def careless(ctx, *, org: str) -> None:
 def main() -> None:
     from django.core.management import call_command
 
-    from ultimate_jobs.testing import assert_enqueued, assert_not_enqueued, crash_proof, drain, freeze_clock, run_job
+    from ultimate_jobs.testing import (
+        assert_enqueued,
+        assert_not_enqueued,
+        crash_proof,
+        drain,
+        freeze_clock,
+        run_job,
+    )
 
     call_command("migrate", verbosity=0)
     with freeze_clock():

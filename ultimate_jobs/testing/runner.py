@@ -26,14 +26,13 @@ from uuid import UUID
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 
-from .. import clock, jsoncodec, settled
+from .. import clock, deadlines, jsoncodec, settled
 from ..conf import get_settings
 from ..context import CancelToken
 from ..db import ClaimedJob, Settlement, store_for
 from ..declaration import get_job_handle, registered_jobs
 from ..errors import X_JOB_NOT_REGISTERED, JobsError
 from ..execute import run_attempt, run_attempt_async
-from ..worker import timed_out_outcome, timeout_expired
 
 _CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
                    "enqueued_by", "priority", "concurrency_key", "traceparent")
@@ -88,7 +87,7 @@ class Runner:
 
         def watch() -> None:
             while not done.wait(WATCH_INTERVAL):
-                if timeout_expired(claimed, handle, token, deadline, time.monotonic()):
+                if deadlines.expired(claimed, handle, token, deadline, time.monotonic()):
                     fired.set()
                     return
 
@@ -106,7 +105,7 @@ class Runner:
             if watcher is not None:
                 watcher.join()
         if fired.is_set():  # the worker would have failed the attempt at the deadline
-            outcome = timed_out_outcome(handle, claimed, token, self.store)
+            outcome = deadlines.timed_out_outcome(handle, claimed, token, self.store)
         if outcome is None:
             return None
         landed = self.store.job_settle_many(settlements=[outcome], now=clock.sql_now())
