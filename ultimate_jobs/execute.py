@@ -101,6 +101,7 @@ def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
 async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
                             alias: str | None = None) -> Settlement | None:
     """Run one attempt of an ``async def`` body on the worker's event loop."""
+    ctx: JobContext | None = None
     try:
         ctx, kwargs = build_context(handle, claimed, token, store_for(alias))
         with tenant_context(claimed.tenant_id):
@@ -110,7 +111,8 @@ async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: Cance
     else:
         outcome = decide(handle, claimed, token, result=result)
     if outcome is not None:
-        await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
+        if ctx is not None:  # the last progress report, written off the event loop (the ORM is sync)
+            await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
         outcome = settled.attach(handle, claimed, outcome)
     return outcome
 

@@ -247,3 +247,24 @@ def test_a_lease_lapsing_on_the_final_attempt_is_told_dead_lettered(declare, fro
     (settled,) = heard
     assert (settled.outcome, settled.code, settled.input, settled.tenant_id) == (
         "dead-lettered", "X_LEASE_LAPSED", {"k": "x", "org": "acme"}, "acme")
+
+
+def test_async_bodies_report_progress_and_a_payload_that_is_not_kwargs_still_settles(declare) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    heard: list[Settled] = []
+
+    @declare(idempotency_key="{k}", tenant=NO_TENANT, on_settled=heard.append, retry=1)
+    async def counts(ctx, *, k: str) -> str:
+        for n in range(1, 6):
+            ctx.progress(n, 5)
+            await asyncio.sleep(0)
+        return "ok"
+
+    good, bad = counts.enqueue(k="good"), counts.enqueue(k="bad")
+    Job.objects.filter(id=bad.id).update(payload=["not", "an", "object"])  # the call itself fails
+    burst()
+    assert ops.get_job(good.id)["progress"] == {"done": 5, "total": 5, "note": None}
+    assert (ops.get_job(bad.id)["state"], ops.get_job(bad.id)["progress"]) == ("dead", None)
+    wait_for(lambda: len(heard) == 2, timeout=10)
+    assert sorted(s.outcome for s in heard) == ["completed", "dead-lettered"]
