@@ -1,30 +1,27 @@
-"""Internal: named fault points for crash tests. Each does nothing unless armed.
+"""Test-only fault hooks: named points in the code where a crash test can strike.
 
-Usage::
+Usage (a worker subprocess in a test; production never sets the variable)::
 
-    # a real worker process, killed right after a step's checkpoint committed
-    ULTIMATE_JOBS_FAULTS="after_checkpoint_commit@charge=kill" python manage.py jobs_worker
+    env = {"ULTIMATE_JOBS_FAULTS": "after_claim=kill"}                  # SIGKILL right after a claim
+    env = {"ULTIMATE_JOBS_FAULTS": "before_ack=sleep:5,scheduler_after_fire=raise@2"}
 
-    # in-process (tests)
-    from ultimate_jobs import faults
-    with faults.armed("after_checkpoint_commit@charge=operational-error*1"):
+    with faults.armed({"scheduler_after_fire": callback}):              # in-process tests
         ...
 
-A spec is ``point[@step]=action[*count]``, several joined by commas. ``@step`` limits the fault
-to one step name; ``*count`` fires it at most that many times (default: every time). Actions:
-``kill`` (SIGKILL this process: no drain, no settle, no rollback message), ``raise`` (a
-``RuntimeError``), ``operational-error`` (``django.db.OperationalError``, as a dropped
-connection raises), ``crash`` (``SimulatedCrash``, a ``BaseException`` the in-process test
-runner treats as a process death), ``sleep:<seconds>``.
+Options: ``ULTIMATE_JOBS_FAULTS`` is read once per process: comma-separated ``point=action``
+pairs. Actions: ``kill`` (SIGKILL this process: no ``finally``, no handler, like a power cut),
+``raise`` (``FaultInjected``, an ``OperationalError``, as if the connection dropped),
+``sleep:<seconds>`` (stall there), or in-process a callable. ``point=action@N`` strikes only
+the Nth time the point is reached (1-based). Unknown points or actions are refused
+(``X_CONFIG_INVALID``), so a typo cannot make a crash test pass by testing nothing. Unarmed,
+a point is one dictionary lookup.
 
-Points (``steps.py``): ``before_step_body`` (a ``once`` step's ``started`` is persisted, the body
-not yet called), ``after_step_body_before_checkpoint`` (the body returned; for ``atomic=True``
-its writes are not committed yet), ``after_checkpoint_commit`` (the checkpoint committed).
+Points: ``after_claim``, ``before_step_body``, ``after_step_body_before_checkpoint``,
+``after_checkpoint_commit``, ``before_ack``, ``relay_after_publish_before_mark``,
+``scheduler_after_fire`` (an occurrence's jobs and watermark just committed),
+``leader_before_renew`` (a leader is about to renew its lease).
 
-Options (default): the ``ULTIMATE_JOBS_FAULTS`` environment variable (unset: nothing armed),
-read once per process on the first hit.
-
-Logged events: ``jobs.fault.fired`` before every action (warning; debug for ``crash``).
+Logged events: ``jobs.fault.struck``.
 """
 
 from __future__ import annotations
@@ -35,114 +32,104 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+
+from django.db import OperationalError
+
+from .errors import X_CONFIG_INVALID, JobsError
 
 log = logging.getLogger("ultimate_jobs")
 
 ENV = "ULTIMATE_JOBS_FAULTS"
-POINTS = ("before_step_body", "after_step_body_before_checkpoint", "after_checkpoint_commit")
+POINTS = frozenset({
+    "after_claim", "before_step_body", "after_step_body_before_checkpoint", "after_checkpoint_commit",
+    "before_ack", "relay_after_publish_before_mark", "scheduler_after_fire", "leader_before_renew",
+})
+Action = str | Callable[[], None]
 
-
-class SimulatedCrash(BaseException):
-    """A process death, in-process: nothing after the fault point runs, nothing is settled.
-
-    A ``BaseException`` so a body's ``except Exception`` cannot swallow it, as it cannot swallow
-    a SIGKILL.
-    """
-
-
-@dataclass(slots=True)
-class Fault:
-    point: str
-    step: str | None
-    action: str
-    remaining: int | None
-
-
+_armed: dict[str, tuple[Action, int | None]] | None = None
+_hits: dict[str, int] = {}
 _lock = threading.Lock()
-_faults: list[Fault] | None = None  # None: the environment was not read yet
-_observers: list[Callable[[str, str], None]] = []
 
 
-def parse(spec: str) -> list[Fault]:
-    """Parse ``point[@step]=action[*count]`` entries; raise ``ValueError`` naming a bad one."""
-    faults = []
-    for entry in filter(None, (part.strip() for part in spec.split(","))):
-        where, sep, action = entry.partition("=")
-        if not sep:
-            raise ValueError(f"fault {entry!r} is not point[@step]=action")
-        point, _, step = where.partition("@")
-        if point not in POINTS:
-            raise ValueError(f"fault point {point!r} is not one of {', '.join(POINTS)}")
-        action, star, count = action.partition("*")
-        if action not in ("kill", "raise", "operational-error", "crash") and not action.startswith("sleep:"):
-            raise ValueError(f"fault action {action!r} is not kill, raise, operational-error, crash or sleep:<s>")
-        faults.append(Fault(point, step or None, action, int(count) if star else None))
-    return faults
+class FaultInjected(OperationalError):
+    """Raised by a point armed with ``raise``: looks like a dropped connection to the code under test."""
 
 
-def _armed() -> list[Fault]:
-    global _faults
-    if _faults is None:
-        with _lock:
-            if _faults is None:
-                _faults = parse(os.environ.get(ENV, ""))
-    return _faults
+def _check(point: str, action: Action) -> tuple[Action, int | None]:
+    if point not in POINTS:
+        raise JobsError(X_CONFIG_INVALID, f"{ENV} names an unknown fault point {point!r}.",
+                        f"Use one of {', '.join(sorted(POINTS))}.")
+    if callable(action):
+        return action, None
+    nth = None
+    if "@" in action:
+        action, _, count = action.partition("@")
+        if not count.isdigit() or int(count) < 1:
+            raise JobsError(X_CONFIG_INVALID, f"{ENV}: {point}={action}@{count} needs a hit number >= 1.")
+        nth = int(count)
+    if action in ("raise", "kill"):
+        return action, nth
+    if action.startswith("sleep:"):
+        try:
+            float(action[6:])
+        except ValueError:
+            pass
+        else:
+            return action, nth
+    raise JobsError(X_CONFIG_INVALID, f"{ENV}: {point}={action!r} is not an action.",
+                    'Use "sleep:<seconds>", "raise" or "kill", optionally "@N".')
 
 
-@contextlib.contextmanager
-def armed(spec: str) -> Iterator[None]:
-    """Arm ``spec`` in this process for the ``with`` block (replacing the environment's faults)."""
-    global _faults
-    before = _faults
-    _faults = parse(spec)
-    try:
-        yield
-    finally:
-        _faults = before
+def _parse(spec: str) -> dict[str, tuple[Action, int | None]]:
+    found: dict[str, tuple[Action, int | None]] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        point, _, action = part.partition("=")
+        found[point] = _check(point, action)
+    return found
 
 
-@contextlib.contextmanager
-def observe(callback: Callable[[str, str], None]) -> Iterator[None]:
-    """Call ``callback(point, step)`` at every point reached in the block (``crash_proof`` maps the
-    boundaries of a run this way)."""
-    _observers.append(callback)
-    try:
-        yield
-    finally:
-        _observers.remove(callback)
-
-
-def hit(point: str, step: str) -> None:
-    """Reached ``point`` in ``step``: fire the first armed fault that matches, if any."""
-    for observer in list(_observers):
-        observer(point, step)
-    faults = _armed()
-    if not faults:
-        return
+def arm(spec: str | None) -> None:
+    """Arm points from a spec string; ``None`` reads the environment again (test support)."""
+    global _armed
     with _lock:
-        fault = next((f for f in faults if f.point == point and f.step in (None, step)
-                      and (f.remaining is None or f.remaining > 0)), None)
-        if fault is None:
-            return
-        if fault.remaining is not None:
-            fault.remaining -= 1
-    # A simulated crash is what crash_proof does at every boundary: routine, so debug.
-    log.log(logging.DEBUG if fault.action == "crash" else logging.WARNING, "jobs.fault.fired point=%s step=%s "
-            "action=%s pid=%s", point, step, fault.action, os.getpid())
-    if fault.action == "kill":
-        for handler in logging.getLogger("ultimate_jobs").handlers:
-            handler.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(10)  # SIGKILL is delivered at once; never return into the step meanwhile
-    if fault.action == "raise":
-        raise RuntimeError(f"fault injected at {point} in step {step!r}")
-    if fault.action == "operational-error":
-        from django.db import OperationalError
+        _armed = _parse(os.environ.get(ENV, "") if spec is None else spec)
+        _hits.clear()
 
-        raise OperationalError(f"fault injected at {point} in step {step!r}: the connection dropped")
-    if fault.action == "crash":
-        raise SimulatedCrash(f"{point}@{step}")
-    if fault.action.startswith("sleep:"):
-        time.sleep(float(fault.action.split(":", 1)[1]))
+
+@contextlib.contextmanager
+def armed(actions: Mapping[str, Action]) -> Iterator[None]:
+    """Arm points for the duration of a ``with`` block (in-process tests)."""
+    global _armed
+    if _armed is None:
+        arm(None)
+    before = _armed
+    _armed = {**(before or {}), **{name: _check(name, action) for name, action in actions.items()}}
+    try:
+        yield
+    finally:
+        _armed = before
+
+
+def fault(point: str) -> None:
+    """Strike at ``point`` if a test armed it; otherwise do nothing."""
+    if _armed is None:
+        arm(None)
+    armed_action = _armed.get(point) if _armed is not None else None
+    if armed_action is None:
+        return
+    action, nth = armed_action
+    with _lock:
+        _hits[point] = _hits.get(point, 0) + 1
+        if nth is not None and _hits[point] != nth:
+            return
+    log.warning("jobs.fault.struck point=%s action=%s pid=%s", point,
+                action if isinstance(action, str) else "callable", os.getpid())
+    if callable(action):
+        action()
+    elif action == "raise":
+        raise FaultInjected(f"fault injected at {point}")
+    elif action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    else:
+        time.sleep(float(action[6:]))

@@ -47,16 +47,20 @@ write that finds the run taken sets ``ctx.cancelled`` (``X_JOB_LEASE_LOST``) and
 are refused (``X_ABORTED``) — except that a step finished during a drain (``X_DRAINING``) still
 records its checkpoint, so the next worker does not repeat it.
 
+Step boundaries are fault points (``ultimate_jobs.faults``): ``before_step_body`` (a ``once``
+step's ``started`` is stored, ``fn`` not yet called), ``after_step_body_before_checkpoint`` (``fn``
+returned; an ``atomic`` step's writes are not committed yet), ``after_checkpoint_commit``.
+
 Logged events: ``jobs.step.failed`` (info), ``jobs.step.lost`` (warning: fenced out),
-``jobs.step.write-failed`` (warning: a failure could not be recorded), and the fault points of
-``ultimate_jobs.faults``.
+``jobs.step.write-failed`` (warning: a failure could not be recorded).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +96,24 @@ COMPENSATE_PREFIX = "compensate:"
 EVENT_POLL_WITH_WAKE = 900.0
 EVENT_POLL_WITHOUT_WAKE = 30.0
 MAX_NAME_CHARS = 200
+_boundary_observers: list[Callable[[str, str], None]] = []
+
+
+@contextlib.contextmanager
+def observe_boundaries(observer: Callable[[str, str], None]) -> Iterator[None]:
+    """Internal (``ultimate_jobs.testing``): call ``observer(point, step)`` at every step boundary,
+    before its fault point; an observer may raise there (a simulated crash scoped to one step)."""
+    _boundary_observers.append(observer)
+    try:
+        yield
+    finally:
+        _boundary_observers.remove(observer)
+
+
+def _boundary(point: str, step: str) -> None:
+    for observer in list(_boundary_observers):
+        observer(point, step)
+    faults.fault(point)
 
 
 class Suspension(BaseException):
@@ -344,7 +366,7 @@ class Steps:
 
     def _execute(self, name: str, seq: int, fn: Callable[[], Any], *, once: bool, atomic: bool) -> str:
         """Call ``fn`` and checkpoint its output (in one transaction when ``atomic``)."""
-        faults.hit("before_step_body", name)
+        _boundary("before_step_body", name)
         failure: list[Exception] = []
         if self.handle.step_timeout is not None:
             self.token.step_name = name
@@ -353,11 +375,11 @@ class Steps:
             if atomic:
                 with transaction.atomic(using=self.store.alias):
                     text = self._call(name, fn, failure)
-                    faults.hit("after_step_body_before_checkpoint", name)
+                    _boundary("after_step_body_before_checkpoint", name)
                     stored = self._complete(name, text, seq=seq, count=not once)
             else:
                 text = self._call(name, fn, failure)
-                faults.hit("after_step_body_before_checkpoint", name)
+                _boundary("after_step_body_before_checkpoint", name)
                 stored = self._complete(name, text, seq=seq, count=not once)
         except Exception as error:  # only fn's own failure is recorded; every error propagates
             if failure and error is failure[0]:
@@ -365,7 +387,7 @@ class Steps:
             raise
         finally:
             self.token.step_deadline = self.token.step_name = None
-        faults.hit("after_checkpoint_commit", name)
+        _boundary("after_checkpoint_commit", name)
         return stored
 
     def _call(self, name: str, fn: Callable[[], Any], failure: list[Exception]) -> str:

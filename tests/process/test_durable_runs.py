@@ -43,7 +43,7 @@ def state(job_id: Any) -> str:
 def killed(proc: WorkerProcess, what: str) -> None:
     until(lambda: proc.proc.poll() is not None, (proc,), f"the worker killed at {what}")
     assert proc.proc.returncode == -signal.SIGKILL, proc.output()
-    assert "jobs.fault.fired" in proc.output()
+    assert "jobs.fault.struck" in proc.output()
 
 
 def pids(key: str) -> list[int]:
@@ -86,7 +86,7 @@ def test_a_publish_wakes_a_waiting_run_in_a_real_worker(worker_process: Start) -
 @pytest.mark.parametrize("point", ["after_step_body_before_checkpoint", "after_checkpoint_commit"])
 def test_atomic_step_killed_before_or_after_commit_leaves_exactly_one_effect_row(
         worker_process: Start, point: str) -> None:
-    victim = worker_process(env=faulty(f"{point}@write=kill"))
+    victim = worker_process(env=faulty(f"{point}=kill@1"))  # the first hit is the step "write"
     result = step_jobs.atomic_write.enqueue(key="k")
     killed(victim, point)
     # Before the commit the body's row died with the connection; after it, it is stored with the step.
@@ -100,7 +100,7 @@ def test_atomic_step_killed_before_or_after_commit_leaves_exactly_one_effect_row
 
 
 def test_once_killed_between_started_and_completed_is_unknown_until_resolved(worker_process: Start) -> None:
-    victim = worker_process(env=faulty("before_step_body@charge=kill"))
+    victim = worker_process(env=faulty("before_step_body=kill@1"))  # "charge", its started stored
     result = step_jobs.once_charge.enqueue(key="k")
     killed(victim, "before_step_body")
     rescuer = worker_process(env=SHORT_LEASE)
@@ -118,7 +118,8 @@ def test_once_killed_between_started_and_completed_is_unknown_until_resolved(wor
 
 
 def test_a_crash_mid_unwind_continues_the_unwind_on_the_next_claim(worker_process: Start) -> None:
-    victim = worker_process(env=faulty("after_checkpoint_commit@compensate:reserve=kill"))
+    # Checkpoints in that process: charge (1), reserve (2), then the unwind's compensate:reserve (3).
+    victim = worker_process(env=faulty("after_checkpoint_commit=kill@3"))
     result = step_jobs.checkout.enqueue(order="o")
     killed(victim, "compensate:reserve")
     assert [k for k in Effect.objects.order_by("id").values_list("key", flat=True)] == [
@@ -134,10 +135,11 @@ def test_a_crash_mid_unwind_continues_the_unwind_on_the_next_claim(worker_proces
 
 
 def test_an_ambiguous_commit_does_not_run_the_step_again(worker_process: Start) -> None:
-    worker = worker_process(env={"ULTIMATE_JOBS_FAULTS": "after_checkpoint_commit@first=operational-error"})
+    # FaultInjected (an OperationalError) right after the first checkpoint's COMMIT.
+    worker = worker_process(env={"ULTIMATE_JOBS_FAULTS": "after_checkpoint_commit=raise@1"})
     result = step_jobs.plain.enqueue(key="amb")
     until(lambda: state(result.id) == "done", (worker,), "the retried run finished")
     job = ops.get_job(result.id)
-    assert job["attempt"] == 2 and "OperationalError" in job["last_error"]
+    assert job["attempt"] == 2 and "FaultInjected" in job["last_error"]  # an OperationalError
     assert pids("first:amb") == [worker.pid] and pids("second:amb") == [worker.pid]
     assert [(s["name"], s["executions"]) for s in job["steps"]] == [("first", 1), ("second", 1)]

@@ -65,8 +65,7 @@ def test_a_retry_continues_the_unwind_never_the_forward_path(jobs_clock) -> None
 
 
 def test_a_crash_on_the_final_attempt_is_claimed_again_and_unwinds(jobs_clock) -> None:  # type: ignore[no-untyped-def]
-    from ultimate_jobs import faults
-    from ultimate_jobs.faults import SimulatedCrash
+    from ultimate_jobs.testing import SimulatedCrash, crash_at
     from ultimate_jobs.testing.runner import Runner
 
     result = step_jobs.checkout.using(run_id=None).enqueue(order="o5")
@@ -74,7 +73,7 @@ def test_a_crash_on_the_final_attempt_is_claimed_again_and_unwinds(jobs_clock) -
     for _ in (1, 2):
         runner.run(runner.claim(result.id))
         jobs_clock.advance("1s")
-    with faults.armed("before_step_body@ship=crash"), pytest.raises(SimulatedCrash):
+    with crash_at("before_step_body", "ship"), pytest.raises(SimulatedCrash):
         runner.run(runner.claim(result.id))  # attempt 3, the last forward one, dies
     runner.lapse()
     from ultimate_jobs.testing import drain
@@ -86,9 +85,7 @@ def test_a_crash_on_the_final_attempt_is_claimed_again_and_unwinds(jobs_clock) -
 
 
 def test_once_with_unknown_outcome_stops_the_unwind(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
-    from ultimate_jobs import faults
-    from ultimate_jobs.faults import SimulatedCrash
-    from ultimate_jobs.testing import drain
+    from ultimate_jobs.testing import SimulatedCrash, crash_at, drain
     from ultimate_jobs.testing.runner import Runner
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True, retry=Retry(attempts=1))
@@ -98,7 +95,7 @@ def test_once_with_unknown_outcome_stops_the_unwind(declare, jobs_clock) -> None
 
     result = risky.enqueue(k="x")
     runner = Runner()
-    with faults.armed("before_step_body@b=crash"), pytest.raises(SimulatedCrash):
+    with crash_at("before_step_body", "b"), pytest.raises(SimulatedCrash):
         runner.run(runner.claim(result.id))
     runner.lapse()
     (trace,) = drain()

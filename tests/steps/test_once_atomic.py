@@ -9,8 +9,7 @@ from tests.app import step_jobs
 from tests.app.models import Effect
 from tests.steps.conftest import effect_keys
 from ultimate_jobs import JobsError, faults, ops
-from ultimate_jobs.faults import SimulatedCrash
-from ultimate_jobs.testing import drain, run_job
+from ultimate_jobs.testing import SimulatedCrash, crash_at, drain, run_job
 from ultimate_jobs.testing.runner import Runner
 
 pytestmark = pytest.mark.django_db  # the helpers run on the test's thread, inside its transaction
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.django_db  # the helpers run on the test's thread, insi
 def crash_once_then_finish(handle, point: str, **input):  # type: ignore[no-untyped-def]
     result = handle.enqueue(**input)
     runner = Runner()
-    with faults.armed(point + "=crash*1"), pytest.raises(SimulatedCrash):
+    with crash_at(*point.split("@")), pytest.raises(SimulatedCrash):
         runner.run(runner.claim(result.id))
     runner.lapse()  # the killed worker's lease runs out
     (trace,) = drain()
@@ -111,9 +110,11 @@ def test_a_non_atomic_step_killed_before_its_checkpoint_repeats_its_write(jobs_c
 
 
 def test_an_ambiguous_commit_is_resolved_by_the_stored_checkpoint(jobs_clock) -> None:  # type: ignore[no-untyped-def]
-    with faults.armed("after_checkpoint_commit@first=operational-error*1"):
+    with faults.armed({"after_checkpoint_commit": "raise@1"}):  # FaultInjected, an OperationalError
         trace = run_job(step_jobs.plain, key="amb")
     assert (trace.state, trace.attempt) == ("done", 2)  # the attempt failed on the "dropped connection"
-    assert "OperationalError" in trace.last_error
+    from django.db import OperationalError
+
+    assert issubclass(faults.FaultInjected, OperationalError) and "FaultInjected" in trace.last_error
     assert effect_keys() == ["first:amb", "second:amb"]  # the retry found the checkpoint: no second run
     assert trace.steps["first"].executions == 1

@@ -48,10 +48,12 @@ from .runner import Runner
 
 __all__ = [
     "FrozenClock",
+    "SimulatedCrash",
     "StepTrace",
     "Trace",
     "assert_enqueued",
     "assert_not_enqueued",
+    "crash_at",
     "crash_proof",
     "drain",
     "enqueued",
@@ -225,14 +227,6 @@ def recorded_effects() -> Counter[str]:
         return Counter(_effects)
 
 
-def crash_proof(handle: JobHandle, input: Mapping[str, Any], **options: Any) -> Any:
-    """Kill the run at every step boundary in turn and resume it; raise ``X_JOB_CRASH_DIVERGED``
-    when an effect happened more often than in an uncrashed run. See ``ultimate_jobs.testing.crash``."""
-    from .crash import crash_proof as run
-
-    return run(handle, input, **options)
-
-
 # -- assertions on what was enqueued ------------------------------------------------------------------
 
 
@@ -275,3 +269,7 @@ def assert_not_enqueued(handle: JobHandle, *, states: tuple[str, ...] | None = N
 
 def _describe(input: Mapping[str, Any]) -> str:
     return "with " + ", ".join(f"{k}={v!r}" for k, v in input.items()) if input else "at all"
+
+
+# crash_proof, crash_at and SimulatedCrash (ultimate_jobs.testing.crash) build on the helpers above.
+from .crash import SimulatedCrash, crash_at, crash_proof  # noqa: E402

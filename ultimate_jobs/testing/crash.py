@@ -41,23 +41,48 @@ when every step body is itself idempotent, or ``atomic=True`` with database-only
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from django.apps import apps
 
-from .. import clock, faults
+from .. import clock
 from ..db import store_for
 from ..declaration import JobHandle
 from ..errors import X_JOB_CRASH_DIVERGED, JobsError
-from ..faults import SimulatedCrash
+from ..steps import observe_boundaries
 from . import Trace, _frozen, recorded_effects, trace
 from .runner import Runner
 
 MAX_ROUNDS = 1_000
+POINTS = ("before_step_body", "after_step_body_before_checkpoint", "after_checkpoint_commit")
+
+
+class SimulatedCrash(BaseException):
+    """A process death, in-process: nothing after the boundary runs and nothing is settled. A
+    ``BaseException``, so a body's ``except Exception`` cannot swallow it (nor a SIGKILL)."""
+
+
+@contextlib.contextmanager
+def crash_at(point: str, step: str, *, times: int = 1) -> Iterator[list[str]]:
+    """Raise ``SimulatedCrash`` at ``point`` of step ``step`` (the first ``times`` hits) inside the
+    block; yields the list of boundaries it crashed at. The in-process twin of a worker started with
+    ``ULTIMATE_JOBS_FAULTS="<point>=kill"``; pair it with ``Runner.lapse()`` to let the lease run out."""
+    if point not in POINTS:
+        raise ValueError(f"crash_at: {point!r} is not one of {', '.join(POINTS)}")
+    struck: list[str] = []
+
+    def strike(at: str, name: str) -> None:
+        if at == point and name == step and len(struck) < times:
+            struck.append(f"{at}@{name}")
+            raise SimulatedCrash(f"{at}@{name}")
+
+    with observe_boundaries(strike):
+        yield struck
 BOUNDARIES = ("before_step_body", "after_checkpoint_commit")
 INSIDE = "after_step_body_before_checkpoint"
 
@@ -91,14 +116,13 @@ def crash_proof(handle: JobHandle, input: Mapping[str, Any], *, effects: Callabl
             if point in points and (point, step) not in boundaries:
                 boundaries.append((point, step))
 
-        with faults.observe(seen):
+        with observe_boundaries(seen):
             reference, expected = _measured(handle, input, alias, effects)
         report = CrashReport(reference=reference, effects=expected, boundaries=list(boundaries))
         for point, step in boundaries:
-            crashed: list[bool] = []
-            with faults.armed(f"{point}@{step}=crash*1"):
-                result, got = _measured(handle, input, alias, effects, crashed=crashed)
-            report.runs.append(CrashRun(point, step, bool(crashed), result, got))
+            with crash_at(point, step) as struck:
+                result, got = _measured(handle, input, alias, effects)
+            report.runs.append(CrashRun(point, step, bool(struck), result, got))
             for key in sorted(got):
                 if got[key] > expected.get(key, 0):
                     raise JobsError(X_JOB_CRASH_DIVERGED, f"{handle.name}: killed at {point} of step {step!r} and "
@@ -107,15 +131,15 @@ def crash_proof(handle: JobHandle, input: Mapping[str, Any], *, effects: Callabl
     return report
 
 
-def _measured(handle: JobHandle, input: Mapping[str, Any], alias: str, effects: Callable[[], Any] | None, *,
-              crashed: list[bool] | None = None) -> tuple[Trace, dict[str, int]]:
+def _measured(handle: JobHandle, input: Mapping[str, Any], alias: str,
+              effects: Callable[[], Any] | None) -> tuple[Trace, dict[str, int]]:
     before = _snapshot(alias, effects)
-    result = _run_to_end(handle, input, alias, crashed)
+    result = _run_to_end(handle, input, alias)
     after = _snapshot(alias, effects)
     return result, {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
 
 
-def _run_to_end(handle: JobHandle, input: Mapping[str, Any], alias: str, crashed: list[bool] | None) -> Trace:
+def _run_to_end(handle: JobHandle, input: Mapping[str, Any], alias: str) -> Trace:
     """Run one fresh job of ``input`` to a terminal state, crashing wherever a fault is armed."""
     runner = Runner(alias)
     row = handle.using(database=alias).row(input)
@@ -138,8 +162,7 @@ def _run_to_end(handle: JobHandle, input: Mapping[str, Any], alias: str, crashed
         try:
             runner.run(claimed)
         except SimulatedCrash:
-            if crashed is not None:
-                crashed.append(True)
+            pass  # the row stays running under a dead claim: the next round lets its lease lapse
     return trace(job_id, database=alias)
 
 
