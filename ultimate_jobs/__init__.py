@@ -18,9 +18,12 @@ from .context import CancelToken, JobContext
 from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
 from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
 from .errors import JobCancelled, JobsError, RetryAfter, Terminal
+from .events import publish_event
 from .retry import Retry, register_error_retry, retry_schedule
 from .scheduler import Scheduler
 from .tasks import TaskHandle, registered_tasks, task
+from .settled import Settled
+from .steps import Suspension
 from .worker import Worker
 
 __all__ = [
@@ -36,10 +39,13 @@ __all__ = [
     "Retry",
     "RetryAfter",
     "Scheduler",
+    "Settled",
+    "Suspension",
     "TaskHandle",
     "Terminal",
     "Worker",
     "job",
+    "publish_event",
     "register_error_retry",
     "registered_jobs",
     "registered_tasks",

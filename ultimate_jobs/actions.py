@@ -51,7 +51,14 @@ MAX_BULK = 1_000
 _RUNNING_FIX = "Cancel it (ops.cancel_job / `jobs cancel`); it stops at its next heartbeat, then retry or remove it."
 
 
-def _missing(key: UUID) -> JobsError:
+def _missing(key: UUID, staged_code: str) -> JobsError:
+    """No job row: ``X_JOB_NOT_FOUND``, or ``staged_code`` when the id is an enqueue staged in the
+    outbox that the relay has not published yet (a live job in the making)."""
+    from .models import OutboxEntry
+
+    if OutboxEntry.objects.using(alias()).filter(id=key, published_at__isnull=True).exists():
+        return JobsError(staged_code, f"Job {key} is staged in the outbox and not published yet; it is live.",
+                         "Wait for the relay to publish it (jobs_relay, or the worker's relay role), then act.")
     return JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
 
 
@@ -78,7 +85,7 @@ def retry_job(job_id: str | UUID, from_step: str | None = None) -> dict[str, Any
         row = (jobs().select_for_update().filter(id=key)
                .values("state", "run_id", "name", "queue", "idempotency_key").first())
         if row is None:
-            raise _missing(key)
+            raise _missing(key, X_JOB_NOT_REQUEUEABLE)
         if row["state"] not in TERMINAL_STATES:
             raise JobsError(X_JOB_NOT_REQUEUEABLE, f"Job {key} is {row['state']}; only a finished job (done, "
                             "failed, dead or cancelled) can be retried.",
@@ -123,7 +130,7 @@ def cancel_job(job_id: str | UUID, reason: str | None = None) -> dict[str, Any]:
     with transaction.atomic(using=alias()):
         row = jobs().select_for_update().filter(id=key).values("state", "name", "queue").first()
         if row is None:
-            raise _missing(key)
+            raise _missing(key, X_JOB_NOT_CANCELLABLE)
         now = write_now()
         changed = jobs().filter(id=key, state__in=LIVE_STATES).update(
             state="cancelled", stop_reason="cancelled", last_error=note[:2000], visible_at=None, finished_at=now,
@@ -152,7 +159,7 @@ def promote_job(job_id: str | UUID) -> dict[str, Any]:
     with transaction.atomic(using=alias()):
         row = jobs().filter(id=key).values("state", "name", "queue").first()
         if row is None:
-            raise _missing(key)
+            raise _missing(key, X_JOB_NOT_PROMOTABLE)
         now = write_now()
         if not jobs().filter(_promotable(), id=key).update(state="ready", run_at=now, updated_at=now):
             raise JobsError(X_JOB_NOT_PROMOTABLE, f"Job {key} is {row['state']} and not waiting on its run_at.",
@@ -173,7 +180,7 @@ def remove_job(job_id: str | UUID) -> dict[str, Any]:
     with transaction.atomic(using=alias()):
         row = jobs().select_for_update().filter(id=key).values("state", "name", "queue", "run_id").first()
         if row is None:
-            raise _missing(key)
+            raise _missing(key, X_JOB_NOT_REMOVABLE)
         deleted, _ = jobs().filter(id=key).exclude(state="running").delete()
         if not deleted:
             raise JobsError(X_JOB_NOT_REMOVABLE, f"Job {key} is running; deleting it would let a second run of "

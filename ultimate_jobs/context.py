@@ -36,12 +36,16 @@ _CAUSES = {
 class CancelToken:
     """Cooperative cancellation: Python cannot kill a thread, so a body asks."""
 
-    __slots__ = ("_event", "reason", "detail")
+    __slots__ = ("_event", "reason", "detail", "step_deadline", "step_name")
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self.reason: str | None = None
         self.detail: str | None = None
+        # While a step with a step_timeout runs: its deadline (time.monotonic()) and name, read by
+        # whoever enforces deadlines (the worker's loop, the test runner), which sets the token.
+        self.step_deadline: float | None = None
+        self.step_name: str | None = None
 
     def set(self, reason: str, detail: str | None = None) -> bool:
         """Cancel with ``reason`` (one of ``CANCEL_REASONS``); the first reason wins. Answer if it was new."""

@@ -50,6 +50,9 @@ from .retry import Retry
 
 QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.:-]{0,63}$")
 MAX_KEY_CHARS = 1000
+# Attempts a compensates=True row carries past its retry policy, so a crash on the final attempt
+# is claimed once more and unwinds (see ultimate_jobs.compensation).
+UNWIND_MARGIN = 2
 WHEN_BUSY = ("wait", "fail")
 
 
@@ -205,7 +208,12 @@ class JobHandle:
         self.concurrency = Concurrency.coerce(concurrency)
         if not isinstance(compensates, bool) or not isinstance(sensitive, bool):
             raise JobsError(code, "compensates= and sensitive= must be True or False.")
+        if compensates and self.is_async:
+            raise JobsError(code, f"{self.name}: compensates=True needs a def body (durable steps run on the "
+                            "worker's threads; Django's ORM is synchronous).")
         self.compensates = compensates
+        # The row's max_attempts: the policy's attempts, plus the unwind's margin when compensating.
+        self.max_attempts = self.retry.attempts + (UNWIND_MARGIN if compensates else 0)
         self.sensitive = sensitive
         if on_settled is not None and not callable(on_settled):
             raise JobsError(code, f"on_settled={on_settled!r} is not callable.")

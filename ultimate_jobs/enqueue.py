@@ -185,7 +185,7 @@ class EnqueueOptions:
         tenant = claimed if claimed is not None else own_tenant
         return JobRow(id=uuid7(), run_id=self.run_id or uuid7(), name=handle.name, queue=self.queue,
                       priority=self.priority, payload=payload, idempotency_key=key,
-                      tenant_id=tenant, enqueued_by=self.enqueued_by, max_attempts=handle.retry.attempts,
+                      tenant_id=tenant, enqueued_by=self.enqueued_by, max_attempts=handle.max_attempts,
                       delay=self.delay, run_at=self.run_at, concurrency_key=handle.concurrency_key_for(**values),
                       traceparent=current_traceparent())
 

@@ -122,6 +122,44 @@ X_TASK_NOT_FOUND = register(
 )
 
 
+# -- durable runs (ultimate_jobs.steps, .events, .settled, .testing) ---------------------------
+X_STEP_DUPLICATE = register(
+    "X_STEP_DUPLICATE", "Give every step.run/sleep/wait_for_event in one run its own deterministic name."
+)
+X_STEP_OUTPUT_UNSERIALIZABLE = register(
+    "X_STEP_OUTPUT_UNSERIALIZABLE",
+    "Return a small JSON value from the step (str, int, float, bool, None, lists and dicts; no NaN, NUL or "
+    "lone surrogates; under MAX_STEP_OUTPUT_BYTES): a cursor or an id, not a page of rows.",
+)
+X_STEP_OUTCOME_UNKNOWN = register(
+    "X_STEP_OUTCOME_UNKNOWN",
+    "Find out whether the once=True step's effect happened, then ops.resolve_step(id, name, ran=True, "
+    "output=...) or ran=False, and retry the job.",
+)
+X_JOB_COMPENSATION_FAILED = register(
+    "X_JOB_COMPENSATION_FAILED", "Fix the named compensator (or resolve its step), then retry the job: the "
+    "retry continues the unwind."
+)
+X_JOB_ON_SETTLED_FAILED = register(
+    "X_JOB_ON_SETTLED_FAILED", "Fix the on_settled hook; the job's outcome is unchanged. Record what must "
+    "happen for certain inside a step instead."
+)
+X_JOB_CRASH_DIVERGED = register(
+    "X_JOB_CRASH_DIVERGED", "Move the repeated effect inside a step.run (or make it idempotent): a crash "
+    "re-runs everything outside the steps."
+)
+X_EVENT_INVALID = register(
+    "X_EVENT_INVALID", "Publish a JSON object as the payload under an event name of 1-200 printable characters."
+)
+X_PROGRESS_INVALID = register(
+    "X_PROGRESS_INVALID", "Call ctx.progress(done, total=None, note=None) with finite numbers >= 0 and a short note."
+)
+X_STEP_NOT_FOUND = register("X_STEP_NOT_FOUND", "Check the step name in ops.get_job(id)[\"steps\"].")
+X_STEP_NOT_RESOLVABLE = register(
+    "X_STEP_NOT_RESOLVABLE", "Resolve only a step that is started or failed, on a job that is not running."
+)
+
+
 class JobsError(Exception):
     """A refusal or failure with a code, a cause and a one-line fix."""
 

@@ -60,3 +60,21 @@ def _holds_nul(value: Any) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return False
+
+
+def contains(doc: Any, sub: Any) -> bool:
+    """PostgreSQL's jsonb ``doc @> sub``, for stores without it: an object contains an object
+    whose every key it has with a contained value; an array contains an array whose every element
+    some element of it contains (order and duplicates ignored); scalars must be equal, and a
+    boolean is never equal to a number (``true`` is not ``1``)."""
+    if isinstance(sub, dict):
+        return isinstance(doc, dict) and all(k in doc and contains(doc[k], v) for k, v in sub.items())
+    if isinstance(sub, list):
+        if not isinstance(doc, list):
+            return False
+        return all(any(contains(d, s) for d in doc) for s in sub)
+    if isinstance(doc, dict | list):
+        return False
+    if isinstance(doc, bool) or isinstance(sub, bool):
+        return isinstance(doc, bool) and isinstance(sub, bool) and doc == sub
+    return bool(doc == sub) and (doc is None) == (sub is None)

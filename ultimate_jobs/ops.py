@@ -32,6 +32,9 @@ Raises ``X_JOB_NOT_FOUND`` for an unknown id, ``X_ID_INVALID`` for a malformed o
 ``X_JOB_NOT_PROMOTABLE``, ``X_JOB_NOT_REMOVABLE``).
 
 Logged events: see ``actions`` (``jobs.ops.*``) and ``queues`` (``jobs.queue.*``).
+
+Durable runs add ``resolve_step(id, name, ran=True|False, output=None)`` (end of the module):
+a step whose outcome is unknown is resolved by an operator, then the job is retried.
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ from .actions import (
     requeue_many,
     retry_job,
 )
+from .conf import get_settings
 from .counters import counter_totals, counters
 from .doctor import doctor
 from .errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
+from .errors import X_STEP_NOT_FOUND, X_STEP_NOT_RESOLVABLE, X_STEP_OUTPUT_UNSERIALIZABLE
 from .ids import parse_uuid
 from .models.jobs import STATES
 from .queues import (
@@ -78,7 +83,7 @@ from .rows import shape as _shape
 __all__ = [
     "MAX_BULK", "MAX_PAGE", "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "get_job",
     "list_jobs", "pause_queue", "paused_queues", "promote_job", "promote_many", "queue_stats", "remove_job",
-    "remove_many", "requeue_many", "resume_queue", "retry_job", "scheduled_tasks", "scheduler_installed", "workers",
+    "remove_many", "requeue_many", "resolve_step", "resume_queue", "retry_job", "scheduled_tasks", "scheduler_installed", "workers",
 ]
 
 MAX_PAGE = 200
@@ -208,3 +213,46 @@ def _id_prefix(query: Any, prefix: str) -> Any:
 
 # Scheduled tasks: pause_task, resume_task, paused_tasks, task_fires, next_task_run.
 from .tasks_ops import next_task_run, pause_task, paused_tasks, resume_task, task_fires  # noqa: E402,F401
+
+
+# -- durable runs: resolving a step whose outcome is unknown ----------------------------------------
+
+
+def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None) -> dict[str, Any]:
+    """Settle a step whose outcome is unknown (a ``once=True`` step found started or failed).
+
+    ``ran=True`` records it completed with ``output`` (JSON): a replay returns that output without
+    calling the step. ``ran=False`` forgets it: the next attempt runs the step again. Then retry the
+    job (``retry_job``). Raise ``X_JOB_NOT_FOUND``, ``X_STEP_NOT_FOUND``, ``X_STEP_NOT_RESOLVABLE``
+    (the job is running, or the step completed already) or ``X_STEP_OUTPUT_UNSERIALIZABLE``.
+    """
+    from . import clock, jsoncodec
+    from .models import JobStep
+
+    row = _job_row(job_id)
+    if row["state"] == "running":
+        raise JobsError(X_STEP_NOT_RESOLVABLE, f"Job {row['id']} is running; a step is resolved on a job that is not.")
+    steps = JobStep.objects.using(_alias()).filter(run_id=row["run_id"], name=name)
+    status = steps.values_list("status", flat=True).first()
+    if status is None:
+        raise JobsError(X_STEP_NOT_FOUND, f"Job {row['id']} has no step {name!r}.")
+    if status == "completed":
+        raise JobsError(X_STEP_NOT_RESOLVABLE, f"Step {name!r} of job {row['id']} completed already.")
+    if not ran:
+        steps.delete()
+    else:
+        try:
+            stored = jsoncodec.loads(jsoncodec.dumps(output, max_bytes=get_settings().MAX_STEP_OUTPUT_BYTES,
+                                                     what=f"step {name!r} output"))
+        except jsoncodec.NotJSON as exc:
+            raise JobsError(X_STEP_OUTPUT_UNSERIALIZABLE, f"{exc}.") from None
+        steps.update(status="completed", output=stored, error=None, completed_at=clock.now())
+    return get_job(row["id"])
+
+
+def _job_row(job_id: str | UUID) -> dict[str, Any]:
+    key = parse_uuid(job_id, subject="job id")
+    row = _jobs().filter(id=key).values("id", "run_id", "name", "state", "max_attempts").first()
+    if row is None:
+        raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
+    return row

@@ -69,6 +69,16 @@ def job_span(*, name: str, job_id: Any, queue: str, attempt: int, traceparent: s
         yield span
 
 
+def record_error(span: Any, error: BaseException) -> None:
+    """Mark ``span`` failed with ``error`` (the body's exception is caught inside the span, as
+    data for the retry decision, so the span would not see it on its own)."""
+    trace = _api()
+    if span is None or trace is None:
+        return
+    span.record_exception(error)
+    span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:200]))
+
+
 @contextlib.contextmanager
 def step_span(name: str) -> Iterator[Any]:
     """A child span of the current job span for one durable step."""

@@ -25,12 +25,18 @@ Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.d
 ``jobs.settle.lost``, ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
 ``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``,
 ``jobs.worker.presence-failed`` (its ``WorkerHeartbeat`` row, written once per heartbeat
-interval by ``presence.Presence``).
+interval by ``presence.Presence``), ``jobs.worker.task-failed``.
+
+A run's ``timeout`` and its current step's ``step_timeout`` (``ctx.step.run``) are both enforced
+by the loop: the cancel token is set first, then the attempt is failed. Once a settle statement
+answered that a row settled, the settlement's ``after`` (``on_settled``, an event wait's
+re-check) runs on a small hook pool, never on the claim loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import queue as queue_module
@@ -45,12 +51,13 @@ from uuid import UUID
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from . import clock
+from . import clock, deadlines
+from . import settled as settled_hooks
 from .conf import get_settings
 from .context import CancelToken
 from .db import ClaimedJob, Settlement, store_for
 from .declaration import JobHandle, check_queue_name, get_job_handle, registered_jobs
-from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, X_JOB_TIMEOUT, JobsError
+from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, JobsError
 from .execute import run_attempt, run_attempt_async
 from .faults import fault
 from .leases import FleetSlots
@@ -61,6 +68,16 @@ log = logging.getLogger("ultimate_jobs")
 _DB_ERRORS = (OperationalError, InterfaceError, DatabaseError)
 RESCUE_INTERVAL = 1.0
 SETTLE_LINGER = 0.002  # seconds a pass waits for more runs to finish before it settles
+HOOK_THREADS = 2
+
+
+def _run_and_close(task: Callable[[], object]) -> None:
+    """A hook-pool task; the thread's connections are closed after it (these tasks are rare, and a
+    connection idling in a hook thread would outlive the worker's own)."""
+    try:
+        task()
+    finally:
+        connections.close_all()
 
 
 @dataclass(slots=True, eq=False)
@@ -94,9 +111,9 @@ def _count(values: Iterable[str | None]) -> dict[str, int]:
 class _Pool:
     """Daemon threads running sync bodies: a body that never returns cannot keep the process alive."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, prefix: str = "ultimate-jobs") -> None:
         self._tasks: queue_module.SimpleQueue[Callable[[], None] | None] = queue_module.SimpleQueue()
-        self._threads = [threading.Thread(target=self._loop, name=f"ultimate-jobs-{n}", daemon=True)
+        self._threads = [threading.Thread(target=self._loop, name=f"{prefix}-{n}", daemon=True)
                          for n in range(size)]
         for thread in self._threads:
             thread.start()
@@ -104,9 +121,14 @@ class _Pool:
     def _loop(self) -> None:
         try:
             while (task := self._tasks.get()) is not None:
-                task()
+                try:
+                    task()
+                except Exception:  # a task's failure is logged; the pool thread keeps serving
+                    log.exception("jobs.worker.task-failed")
         finally:
-            connections.close_all()  # this thread's connections; nothing else would close them
+            # The thread ends with the pool: close its connections now rather than whenever the
+            # garbage collector gets to them (an in-process Worker must not leave sessions behind).
+            connections.close_all()
 
     def submit(self, task: Callable[[], None]) -> None:
         self._tasks.put(task)
@@ -206,6 +228,7 @@ class Worker:
         self._drain_deadline: float | None = None
         self._signals = 0
         self._pool: _Pool | None = None
+        self._hooks: _Pool | None = None  # what runs once a settle landed: on_settled, event re-checks
         self._loop: _Loop | None = None
         self._listener: Any = None
         self._last_heartbeat = time.monotonic()
@@ -347,10 +370,10 @@ class Worker:
         try:
             busy = self._slots.acquire(run)
             if busy is not None:
-                run.outcome = busy
+                run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)  # a refusal reaches on_settled
                 return
             try:
-                run.outcome = run_attempt(run.handle, run.claimed, run.token)
+                run.outcome = run_attempt(run.handle, run.claimed, run.token, alias=self.alias)
             finally:
                 self._slots.release(run)
         finally:
@@ -360,10 +383,10 @@ class Worker:
         try:
             busy = await asyncio.to_thread(self._slots.acquire, run) if run.handle.concurrency else None
             if busy is not None:
-                run.outcome = busy
+                run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)
                 return
             try:
-                run.outcome = await run_attempt_async(run.handle, run.claimed, run.token)
+                run.outcome = await run_attempt_async(run.handle, run.claimed, run.token, alias=self.alias)
             finally:
                 if run.slot is not None:
                     await asyncio.to_thread(self._slots.release, run)
@@ -421,26 +444,35 @@ class Worker:
                 log.warning("jobs.settle.lost job_id=%s name=%s queue=%s outcome=%s: the row is no longer this "
                             "worker's (cancelled or reclaimed)", run.id, run.claimed.name, run.claimed.queue,
                             run.outcome.state)
-            elif run.outcome.uncount:
-                self.stats["interrupted"] += 1
-                if run.outcome.delay:  # handed back for later (a busy key): --burst waits it out
-                    self._burst_hold = max(self._burst_hold, time.monotonic() + run.outcome.delay)
             else:
-                self.stats["settled"] += 1
+                # A suspension settled (state suspended, attempt handed back): counted as settled.
+                if run.outcome.uncount and run.outcome.state != "suspended":
+                    self.stats["interrupted"] += 1
+                    if run.outcome.delay:  # handed back for later (a busy key): --burst waits it out
+                        self._burst_hold = max(self._burst_hold, time.monotonic() + run.outcome.delay)
+                else:
+                    self.stats["settled"] += 1
+                self._after(run.outcome.after)
+
+    def _after(self, task: Callable[[], object] | None) -> None:
+        """Run what waits for a settle to have landed (``on_settled``, an event wait's re-check),
+        off the claim loop: a slow hook never delays a pass."""
+        if task is None:
+            return
+        if self._hooks is None:
+            self._hooks = _Pool(HOOK_THREADS, prefix="ultimate-jobs-hook")
+        self._hooks.submit(functools.partial(_run_and_close, task))
 
     def _expire_timeouts(self) -> None:
         now = time.monotonic()
-        expired = [r for r in self.runs.values()
-                   if r.deadline is not None and now >= r.deadline and not r.finished.is_set() and not r.settled]
-        for run in expired:
-            # The token first, so the body's later writes are refused; then the attempt fails.
-            run.token.set(X_JOB_TIMEOUT, f"{run.claimed.name} passed its timeout of {run.handle.timeout:g}s.")
+        for run in [r for r in self.runs.values() if not r.finished.is_set() and not r.settled]:
+            expired = deadlines.expired(run.claimed, run.handle, run.token, run.deadline, now)
+            if not expired:
+                continue
             log.warning("jobs.timeout job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
-            from .execute import decide
-
-            outcome = decide(run.handle, run.claimed, CancelToken(), error=run.token.error())
+            outcome = deadlines.timed_out_outcome(run.handle, run.claimed, run.token, self.store)
             try:
-                self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
+                landed = self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
             except _DB_ERRORS as exc:
                 self._db_failed("jobs.settle.failed", exc)
                 continue
@@ -448,6 +480,8 @@ class Worker:
             self.stats["settled"] += 1
             self._forget(run)
             self._abandoned.add(run)
+            if outcome is not None and outcome.id in landed:
+                self._after(outcome.after)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -503,6 +537,9 @@ class Worker:
             return
         for job_id, name, queue, state in rescued:
             log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job_id, name, queue, state)
+            handle = get_job_handle(name)
+            if handle is not None and handle.on_settled is not None and state in ("dead", "failed"):
+                self._after(functools.partial(settled_hooks.deliver_rescued, handle, job_id, self.alias))
 
     # -- failures --------------------------------------------------------------------------------
 
@@ -573,6 +610,9 @@ class Worker:
         if self._pool is not None:
             self._pool.shutdown(wait)
             self._pool = None
+        if self._hooks is not None:
+            self._hooks.shutdown(wait)
+            self._hooks = None
         if self._loop is not None:
             self._loop.shutdown()
             self._loop = None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .store import ClaimedJob, LeaderLease, OutboxRow, Settlement, Store
+from .store import ClaimedJob, LeaderLease, OutboxRow, Settlement, StepRow, Store
 
-__all__ = ["ClaimedJob", "LeaderLease", "OutboxRow", "Settlement", "Store", "store_for"]
+__all__ = ["ClaimedJob", "LeaderLease", "OutboxRow", "Settlement", "StepRow", "Store", "store_for"]
 
 _stores: dict[str, Store] = {}
 

@@ -7,7 +7,7 @@ The core (enqueue, worker, ops) speaks to a store, never to SQL: ``PostgresStore
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 from uuid import UUID
@@ -36,7 +36,9 @@ class ClaimedJob(NamedTuple):
 
 class Settlement(NamedTuple):
     """How one attempt ended. ``state`` is a final state, ``retry``, ``ready`` (interrupted:
-    back at once) or ``suspended``; ``uncount`` hands the attempt back."""
+    back at once) or ``suspended``; ``uncount`` hands the attempt back. ``after`` runs once the
+    settle statement answered that this row settled (``on_settled``, an event wait's re-check);
+    the stores never read it."""
 
     id: UUID
     claim: UUID
@@ -47,6 +49,28 @@ class Settlement(NamedTuple):
     stop_reason: str | None = None
     delay: float = 0.0
     uncount: bool = False
+    after: Callable[[], None] | None = None
+
+
+class StepRow(NamedTuple):
+    """One stored step as a replay reads it. ``output`` and ``event_match`` are JSON text;
+    ``remaining`` is the seconds until ``wake_at`` on the store's clock at read time."""
+
+    name: str
+    status: str
+    output: str | None
+    executions: int
+    seq: int
+    started_at: datetime | None
+    wake_at: datetime | None
+    remaining: float | None
+    event: str | None
+    event_match: str | None
+
+
+# What a fenced step write answers: the row was written; the fence held but the step was
+# completed already (nothing overwritten); the job is no longer running under this claim.
+WRITTEN, ALREADY_COMPLETED, FENCED_OUT = "written", "already-completed", "fenced-out"
 
 
 class LeaderLease(NamedTuple):
@@ -135,3 +159,24 @@ class Store(Protocol):
     def outbox_release(self, *, ids: Sequence[UUID], relay_id: str) -> set[UUID]: ...
 
     def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int: ...
+
+    # -- durable runs (ultimate_jobs.steps, .events, .progress) ----------------------------------
+
+    def step_list(self, *, run_id: UUID, now: datetime | None) -> list[StepRow]: ...
+
+    def step_begin(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, wake_in: float | None,
+                   event: str | None, event_match: str | None, now: datetime | None) -> datetime | None: ...
+
+    def step_complete(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, output: str,
+                      count: bool, now: datetime | None) -> str: ...
+
+    def step_fail(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, error: str, count: bool,
+                  now: datetime | None) -> str: ...
+
+    def event_publish(self, *, event_id: UUID, name: str, payload: str, now: datetime | None) -> int: ...
+
+    def event_find(self, *, name: str, match: str | None, since: datetime) -> str | None: ...
+
+    def job_progress(self, *, job_id: UUID, claim: UUID, progress: str, now: datetime | None) -> bool: ...
+
+    def job_wake_waiter(self, *, job_id: UUID, now: datetime | None) -> bool: ...

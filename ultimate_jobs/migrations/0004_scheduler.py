@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ultimate_jobs', '0002_outbox'),
+        ('ultimate_jobs', '0003_events'),
     ]
 
     operations = [

@@ -1,10 +1,11 @@
-"""Models: the job, outbox, scheduler and operator table groups, re-exported."""
+"""Models: the job, event, outbox, scheduler and operator table groups, re-exported."""
 
+from .events import JobEvent
 from .jobs import Job, JobStep, QueuePause
 from .leases import JobLease
 from .operations import JobCounter, WorkerHeartbeat
 from .outbox import OutboxEntry
 from .scheduler import SchedulerLeader, SchedulerState
 
-__all__ = ["Job", "JobCounter", "JobLease", "JobStep", "OutboxEntry", "QueuePause", "SchedulerLeader",
+__all__ = ["Job", "JobCounter", "JobEvent", "JobLease", "JobStep", "OutboxEntry", "QueuePause", "SchedulerLeader",
            "SchedulerState", "WorkerHeartbeat"]

@@ -89,6 +89,13 @@ class Job(models.Model):
 
 
 class JobStep(models.Model):
+    """One durable step of a run: a checkpointed ``step.run``, a ``step.sleep`` or an event wait.
+
+    ``started_at`` is when the step first began (for an event wait: when the wait began, the
+    lower bound of the events it accepts); ``wake_at`` is a sleep's wake time or a wait's
+    timeout; ``event``/``event_match`` describe what a wait is waiting for while it is ``started``.
+    """
+
     run_id = models.UUIDField()
     name = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=[(s, s) for s in ("started", "completed", "failed")])
@@ -98,10 +105,18 @@ class JobStep(models.Model):
     seq = models.IntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    event = models.CharField(max_length=200, null=True, blank=True)
+    event_match = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "ultimate_jobs_jobstep"
         constraints = [models.UniqueConstraint(fields=["run_id", "name"], name="ultimate_jobs_step_unique")]
+        indexes = [
+            # A publish finds the waits still open on its event name: only those rows are indexed.
+            models.Index(fields=["event"], name="ultimate_jobs_step_waiting",
+                         condition=Q(status="started", event__isnull=False)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"

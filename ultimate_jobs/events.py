@@ -1,0 +1,63 @@
+"""``publish_event``: the stored event bus that ``ctx.step.wait_for_event`` waits on.
+
+Usage::
+
+    from django.db import transaction
+    from ultimate_jobs import publish_event
+
+    with transaction.atomic():
+        invoice.mark_paid()
+        publish_event("invoice.paid", {"invoice": invoice.pk, "org": invoice.org_id})
+
+    # in a job body: suspends until a matching event is published after the wait began
+    paid = ctx.step.wait_for_event("paid", "invoice.paid", match={"invoice": 42}, timeout="7d")
+
+The event is a row (``JobEvent``) written on the caller's connection, so a publish inside
+``transaction.atomic()`` commits or rolls back with the caller: a rolled-back publish never
+existed and wakes nobody. A wait matches an event of its name published at or after the moment
+the wait began (read off the database clock on PostgreSQL) whose payload *contains* the wait's
+``match`` (JSON containment: PostgreSQL's jsonb ``@>``, the same rule in Python on SQLite). On
+PostgreSQL the publish wakes its waiters in the same statement (their run becomes due at once and
+their queue is notified at commit); everywhere a suspended wait is also re-checked every
+``event_poll`` (the backstop).
+
+Options (default): ``database`` (the ``DATABASE`` setting). The payload is a JSON object of at
+most ``MAX_PAYLOAD_BYTES``; the event name is 1-200 printable characters. Raises
+``X_EVENT_INVALID`` before writing anything when either does not fit.
+
+Logged events: ``jobs.event.published`` (debug).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import clock, jsoncodec
+from .conf import get_settings
+from .errors import X_EVENT_INVALID, JobsError
+from .ids import uuid7
+from .steps import check_event_name
+
+log = logging.getLogger("ultimate_jobs")
+
+
+def publish_event(event: str, payload: dict[str, Any], *, database: str | None = None) -> int:
+    """Publish ``payload`` under ``event``; answer how many suspended waiters it woke at once.
+
+    Raise ``X_EVENT_INVALID`` for a bad name or a payload that is not a JSON object under
+    ``MAX_PAYLOAD_BYTES``.
+    """
+    from .db import store_for
+
+    check_event_name(event)
+    if not isinstance(payload, dict):
+        raise JobsError(X_EVENT_INVALID, f"publish_event({event!r}): the payload must be a dict (a JSON object), "
+                        f"not {type(payload).__name__}.")
+    try:
+        text = jsoncodec.dumps(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES, what=f"event {event!r} payload")
+    except jsoncodec.NotJSON as exc:
+        raise JobsError(X_EVENT_INVALID, f"{exc}.") from None
+    woken = store_for(database).event_publish(event_id=uuid7(), name=event, payload=text, now=clock.sql_now())
+    log.debug("jobs.event.published event=%s woken=%s", event, woken)
+    return woken

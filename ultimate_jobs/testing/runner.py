@@ -1,0 +1,128 @@
+"""Internal: the in-process runner behind ``run_job``, ``drain`` and ``crash_proof``.
+
+It claims one known row at a time, runs the attempt on the *calling* thread through the real
+execution path (``execute.run_attempt``: steps, suspension, the unwind, progress, ``on_settled``),
+enforces ``timeout``/``step_timeout`` the way the worker does (a watchdog sets the cancel token,
+then the attempt is failed with the worker's own verdict), settles with the store's fenced settle
+and runs the settlement's ``after`` once the settle landed. The calling thread matters: a test
+inside pytest-django's transaction sees the rows the body writes, and the body sees the test's.
+
+A ``SimulatedCrash`` raised at a fault point leaves the row ``running`` with nothing settled, like
+a killed process; ``lapse()`` then plays the lease running out (the clock moves past the
+visibility timeout and the rescue hands the row back, the attempt counted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+
+from .. import clock, deadlines, jsoncodec, settled
+from ..conf import get_settings
+from ..context import CancelToken
+from ..db import ClaimedJob, Settlement, store_for
+from ..declaration import get_job_handle, registered_jobs
+from ..errors import X_JOB_NOT_REGISTERED, JobsError
+from ..execute import run_attempt, run_attempt_async
+
+_CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
+                   "enqueued_by", "priority", "concurrency_key", "traceparent")
+WATCH_INTERVAL = 0.01
+
+
+class Runner:
+    """Claim, run and settle single attempts in this thread, on one database alias."""
+
+    def __init__(self, database: str | None = None) -> None:
+        self.store = store_for(database)
+        self.alias = self.store.alias
+        self.worker_id = f"ultimate_jobs.testing:{os.getpid()}"
+
+    def jobs(self) -> Any:
+        from ..models import Job
+
+        return Job.objects.using(self.alias)
+
+    def claim(self, job_id: UUID) -> ClaimedJob | None:
+        """Claim one known row if it is runnable now (the claim's columns, fenced on its state)."""
+        from ..models.jobs import RUNNABLE_STATES
+
+        now = clock.now()
+        # Due-ness is judged in Python: SQLite stores a whole-second time without its microseconds,
+        # so a text comparison in SQL could disagree with the stores' own timestamps.
+        current = self.jobs().filter(id=job_id).values("state", "run_at").first()
+        if current is None:  # staged in the outbox by an enqueue inside the test's transaction
+            from ..outbox import Relay
+
+            Relay(database=self.alias).drain()
+            current = self.jobs().filter(id=job_id).values("state", "run_at").first()
+        if current is None or current["state"] not in RUNNABLE_STATES or current["run_at"] > now:
+            return None
+        token = uuid.uuid4()
+        claimed = self.jobs().filter(id=job_id, state=current["state"]).update(
+            state="running", attempt=F("attempt") + 1, claimed_by=self.worker_id, claim=token,
+            visible_at=now + timedelta(seconds=get_settings().VISIBILITY_TIMEOUT),
+            started_at=Coalesce("started_at", Value(now)), updated_at=now)
+        if not claimed:
+            return None
+        row = self.jobs().filter(id=job_id).values(*_CLAIMED_FIELDS).get()
+        return ClaimedJob(**{**row, "payload": jsoncodec.dumps(row["payload"])})
+
+    def run(self, claimed: ClaimedJob) -> Settlement | None:
+        """Run and settle one claimed attempt; answer its settlement (None: nothing to settle).
+
+        A ``SimulatedCrash`` propagates with the row left running.
+        """
+        handle = get_job_handle(claimed.name)
+        if handle is None:
+            raise JobsError(X_JOB_NOT_REGISTERED, f"No job named {claimed.name!r} is declared in this process.")
+        token = CancelToken()
+        deadline = None if handle.timeout is None else time.monotonic() + handle.timeout
+        fired = threading.Event()
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(WATCH_INTERVAL):
+                if deadlines.expired(claimed, handle, token, deadline, time.monotonic()):
+                    fired.set()
+                    return
+
+        watcher = None
+        if handle.timeout is not None or handle.step_timeout is not None:
+            watcher = threading.Thread(target=watch, name="ultimate-jobs-test-watchdog", daemon=True)
+            watcher.start()
+        try:
+            if handle.is_async:
+                outcome = asyncio.run(run_attempt_async(handle, claimed, token, alias=self.alias))
+            else:
+                outcome = run_attempt(handle, claimed, token, alias=self.alias)
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
+        if fired.is_set():  # the worker would have failed the attempt at the deadline
+            outcome = deadlines.timed_out_outcome(handle, claimed, token, self.store)
+        if outcome is None:
+            return None
+        landed = self.store.job_settle_many(settlements=[outcome], now=clock.sql_now())
+        if outcome.id in landed and outcome.after is not None:
+            with settled.inline():
+                outcome.after()
+        return outcome
+
+    def lapse(self) -> None:
+        """Play a killed worker's lease running out: move the clock past the visibility timeout
+        and let the rescue hand the row back (the attempt counts)."""
+        clock.advance(get_settings().VISIBILITY_TIMEOUT + 1)
+        handles = registered_jobs()
+        self.store.job_rescue(now=clock.sql_now(), names=[h.name for h in handles],
+                              no_dead_letter=[h.name for h in handles if not h.retry.dead_letter])
