@@ -63,3 +63,15 @@ clean:
 	rm -rf $(VENV) .venv .venv312 .tox build dist *.egg-info .pytest_cache .ruff_cache
 	rm -f example_project/db.sqlite3 example_project/db.sqlite3-*
 	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# make chaos   the chaos tests (tests/chaos): PostgreSQL restarted under load; NOT part of `make test`.
+#              They restart the local cluster with pg_ctlcluster, cutting every session on it.
+# make soak    scripts/soak.py: 4 workers, 20,000 jobs, a killer; SOAK_ARGS (e.g. --minutes 10) go to it.
+SOAK_ARGS ?=
+.PHONY: chaos soak
+
+chaos: venv
+	JOBS_CHAOS=1 $(PY) -m pytest tests/chaos -p no:randomly $(PYTEST_ARGS)
+
+soak: venv
+	$(PY) scripts/soak.py $(SOAK_ARGS)

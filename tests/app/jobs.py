@@ -160,3 +160,92 @@ def fan_out(ctx, *, key: str, children: int) -> int:
         results = record.enqueue_many([{"key": f"{key}-{n}"} for n in range(children)])
     assert all(r.staged for r in results)
     return children
+
+
+# -- tests/process/test_fleet_*.py, tests/chaos and scripts/soak.py ----------------------------------
+# (Concurrency is imported here, not at the top, so this block stays a plain append.)
+
+from ultimate_jobs import Concurrency  # noqa: E402
+
+
+@job(name="tests.fleet.serial", idempotency_key="serial:{key}", tenant=NO_TENANT, concurrency=1,
+     retry=Retry(attempts=3, delay=0))
+def fleet_serial(ctx, *, key: str, seconds: float = 0.15) -> dict:
+    """``concurrency=1`` across the fleet: answers when and where its body ran, for an overlap check."""
+    started = time.time()
+    Effect.objects.create(key=f"serial:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    time.sleep(seconds)
+    return {"key": key, "pid": os.getpid(), "started": started, "finished": time.time()}
+
+
+def _released(key: str, ctx, limit: float) -> bool:
+    """Wait (cooperatively) until the test writes ``release:<key>``; answer whether it did."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if Effect.objects.filter(key=f"release:{key}").exists():
+            return True
+        if ctx.cancelled.wait(0.05):
+            ctx.cancelled.check()
+    return False
+
+
+@job(name="tests.fleet.keyed_fail", idempotency_key="kf:{key}", tenant=NO_TENANT,
+     concurrency=Concurrency(key="{account}", limit=1, when_busy="fail"), retry=Retry(attempts=3, delay=0))
+def fleet_keyed_fail(ctx, *, key: str, account: str, hold: float = 0.0) -> str:
+    """One run per account across the fleet, a busy account fails the run; holds its key until released."""
+    Effect.objects.create(key=f"start:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    if hold:
+        _released(key, ctx, hold)
+    Effect.objects.create(key=f"done:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return key
+
+
+@job(name="tests.fleet.cancellable", idempotency_key="cx:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=3, delay=0))
+def fleet_cancellable(ctx, *, key: str, seconds: float, obey: bool = True) -> str:
+    """Waits on ``ctx.cancelled``; ``obey=False`` ignores the cancel and finishes its effects anyway."""
+    Effect.objects.create(key=f"start:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    cancelled = ctx.cancelled.wait(seconds)
+    if obey and cancelled:
+        ctx.cancelled.check()
+    Effect.objects.create(key=f"after:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return key
+
+
+@job(name="tests.fleet.self_kill", idempotency_key="sk:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=2, delay=0))
+def fleet_self_kill(ctx, *, key: str) -> None:
+    """Kills its own worker process on every attempt (a segfaulting C extension, an OOM kill)."""
+    Effect.objects.create(key=f"start:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    os._exit(1)
+
+
+@job(name="tests.fleet.long", idempotency_key="long:{key}", tenant=NO_TENANT, timeout="120s",
+     retry=Retry(attempts=3, delay=0))
+def fleet_long(ctx, *, key: str, seconds: float) -> dict:
+    """Runs for longer than the visibility timeout (but well within its own timeout), cooperatively."""
+    Effect.objects.create(key=f"start:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    if ctx.cancelled.wait(seconds):
+        ctx.cancelled.check()
+    Effect.objects.create(key=f"done:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return {"pid": os.getpid(), "attempt": ctx.attempt}
+
+
+@job(name="tests.chaos.effect", idempotency_key="chaos:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=10, delay="200ms", max_delay="2s"))
+def chaos_effect(ctx, *, key: str, sleep: float = 0.0) -> str:
+    """One committed effect per execution (step-less, at-least-once): the chaos and soak ledgers."""
+    if sleep:
+        time.sleep(sleep)
+    Effect.objects.create(key=key, job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return key
+
+
+@job(name="tests.fleet.overrun", idempotency_key="overrun:{key}", tenant=NO_TENANT, timeout="1s",
+     concurrency=Concurrency(key="{group}", limit=1), retry=Retry(attempts=1))
+def fleet_overrun(ctx, *, key: str, group: str, seconds: float = 0.0) -> str:
+    """Holds its group's only fleet slot; ignores ``ctx.cancelled`` and runs on past its timeout."""
+    Effect.objects.create(key=f"start:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    time.sleep(seconds)  # deaf to the cancel token, as a blocking C call or a third-party client is
+    Effect.objects.create(key=f"end:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
+    return key
