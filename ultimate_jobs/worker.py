@@ -240,6 +240,7 @@ class Worker:
         self._stop_event = threading.Event()
         self._abandoned_runs = 0
         self._burst_hold = 0.0
+        self._reconcile_due = False
         from .presence import Presence
 
         self._lost: list[tuple[UUID, str, str]] = []  # lost leases not yet counted
@@ -250,6 +251,8 @@ class Worker:
 
     def run_once(self) -> list[Run]:
         """One pass: settle what finished, renew leases, hand back lapsed ones, claim. Answer the runs started."""
+        if self._reconcile_due:
+            self._reconcile()
         self._collect()
         self._expire_timeouts()
         now = time.monotonic()
@@ -319,6 +322,8 @@ class Worker:
                 blocked_tenants=blocked)
         except _DB_ERRORS as exc:
             self._db_failed("jobs.claim.failed", exc)
+            # The claim may have committed with its answer lost: reconcile before the next claim.
+            self._reconcile_due = bool(claims)
             return []  # the settlements stay pending: the fenced statement is safe to send again
         self._pending = []
         self._record_settled(batch, settled)
@@ -489,6 +494,12 @@ class Worker:
         held = [r for r in self.runs.values() if not r.settled]
         self._last_heartbeat = time.monotonic()
         if not held:
+            overrunning = [r for r in self._abandoned if r.slot is not None]
+            if overrunning:  # a timed-out body still running keeps its fleet slot until it returns
+                try:
+                    self._slots.renew(overrunning)
+                except _DB_ERRORS as exc:
+                    log.warning("jobs.heartbeat.failed worker=%s slots error=%r", self.worker_id, exc)
             self.presence.beat([])
             return
         before = time.monotonic()
@@ -509,7 +520,8 @@ class Worker:
                         self._lost.append((run.id, run.claimed.name, run.claimed.queue))
             return
         try:
-            self._slots.renew(held)
+            # A timed-out body that runs on keeps its slot until it returns (its row is settled).
+            self._slots.renew(held + [r for r in self._abandoned if r.slot is not None])
         except _DB_ERRORS as exc:
             log.warning("jobs.heartbeat.failed worker=%s slots error=%r", self.worker_id, exc)
         for run in held:
@@ -524,6 +536,20 @@ class Worker:
         if not self.presence.lease_lost(lost):
             self._lost = lost[-1000:]  # kept (bounded) for the next heartbeat
         self.presence.beat([r.id for r in held])  # after the renewal: the leases come first
+
+    def _reconcile(self) -> None:
+        """Hand back rows claimed under this worker's id that it does not hold: a claim whose commit
+        landed but whose answer was lost (a dropped connection). Uncounted: those bodies never ran."""
+        held = [r.id for r in self.runs.values()] + [r.id for r in self._abandoned]
+        try:
+            returned = self.store.job_release_unheld(worker_id=self.worker_id, held=held, now=clock.sql_now())
+        except _DB_ERRORS as exc:
+            self._db_failed("jobs.reconcile.failed", exc)
+            return
+        self._reconcile_due = False
+        if returned:
+            log.warning("jobs.claim.reconciled worker=%s returned=%s: a claim's answer was lost; its rows are "
+                        "back to ready, uncounted", self.worker_id, len(returned))
 
     def _rescue(self) -> None:
         self._last_rescue = time.monotonic()

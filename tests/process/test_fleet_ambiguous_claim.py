@@ -141,11 +141,6 @@ def proxy(transactional_db: None) -> Iterator[CommitCutProxy]:
     cut.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a claim committed on the server whose answer was lost strands its rows 'running' under the worker "
-    "for a whole visibility timeout, and the lapse counts an attempt that never ran, so a single-attempt job "
-    "is dead-lettered without running: the worker never hands back rows claimed under its own id that it "
-    "does not hold"))
 def test_a_claim_whose_commit_answer_was_lost_still_runs_its_jobs(started_worker: Start,
                                                                     proxy: CommitCutProxy) -> None:
     settings = connection.settings_dict

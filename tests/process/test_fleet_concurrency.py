@@ -86,10 +86,6 @@ def test_a_busy_key_fails_the_run_another_worker_claimed_without_running_it(star
         "start:holder", "release:holder", "done:holder"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a timed-out run's fleet slot stops being renewed when the worker settles the timeout, though its "
-    "body is still running; the slot expires after one visibility timeout and a second run of the key starts "
-    "beside it (worker._heartbeat renews self.runs only; _expire_timeouts moved the run to _abandoned)"))
 def test_a_timed_out_body_that_runs_on_keeps_its_slot_until_it_returns(started_worker: Start) -> None:
     worker = started_worker(env={"JOBS_TEST_VISIBILITY": "2s"})  # slot TTL 2 s, renewed every ~0.67 s
     deaf = fleet_overrun.enqueue(key="deaf", group="g1", seconds=7)  # timeout=1s, ignores the cancel

@@ -237,3 +237,20 @@ def _settle(worker: Worker) -> None:
         run.finished.wait(10)
     worker._collect()
     worker._settle()
+
+
+def test_a_claim_whose_answer_was_lost_is_handed_back_uncounted() -> None:
+    from ultimate_jobs.db import store_for
+
+    r = jobs.noop.enqueue(key="lost-answer")
+    worker = Worker(queues=["default"])
+    # The claim committed under this worker's id, but the worker never saw the answer.
+    store_for().job_claim(queue="default", names=["tests.noop"], limit=10, worker_id=worker.worker_id,
+                          visibility=30, now=None)
+    assert Job.objects.get(id=r.id).state == "running"
+    worker._reconcile_due = True
+    started = worker.run_once()
+    assert [run.id for run in started] == [r.id]  # back to ready uncounted, then claimed again
+    _settle(worker)
+    row = Job.objects.get(id=r.id)
+    assert (row.state, row.attempt) == ("done", 1)

@@ -466,6 +466,17 @@ old AS (
 DELETE FROM ultimate_jobs_outboxentry AS d USING old WHERE d.id = old.id
 """
 
+JOB_RELEASE_UNHELD: LiteralString = """
+-- Hand back rows running under this worker's id that it does not hold: a claim that committed
+-- after its connection dropped, so the worker never saw its answer. Uncounted (never ran).
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE ultimate_jobs_job AS j
+   SET state = 'ready', attempt = j.attempt - 1, visible_at = NULL, run_at = t.now, updated_at = t.now
+  FROM t
+ WHERE j.state = 'running' AND j.claimed_by = %(worker_id)s AND NOT j.id = ANY(%(held)b::uuid[])
+RETURNING j.id
+"""
+
 LISTEN: LiteralString = "LISTEN ultimate_jobs"
 
 # -- durable runs ---------------------------------------------------------------------------------
@@ -750,6 +761,11 @@ class PostgresStore:
     def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
         with self._cursor() as cursor:
             cursor.execute(LEASE_RELEASE, {"key": key, "slot": slot, "job_id": job_id, "holder": holder})
+
+    def job_release_unheld(self, *, worker_id: str, held: Sequence[UUID], now: datetime | None) -> list[UUID]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_RELEASE_UNHELD, {"worker_id": worker_id, "held": list(held), "now": now})
+            return [row[0] for row in cursor.fetchall()]
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]:

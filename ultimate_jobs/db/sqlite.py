@@ -329,6 +329,14 @@ JOB_PROGRESS: LiteralString = """
 UPDATE ultimate_jobs_job SET progress = %s WHERE id = %s AND claim = %s AND state = 'running'
 """
 
+JOB_RELEASE_UNHELD: LiteralString = """
+-- Hand back rows running under this worker's id that it does not hold (a claim whose answer was
+-- lost). Uncounted: those bodies never ran.
+UPDATE ultimate_jobs_job SET state = 'ready', attempt = attempt - 1, visible_at = NULL, run_at = %s, updated_at = %s
+ WHERE state = 'running' AND claimed_by = %s{held}
+RETURNING id
+"""
+
 _TERMINAL = ("done", "failed", "dead", "cancelled")
 
 
@@ -509,6 +517,13 @@ class SqliteStore:
     def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
         with self._cursor() as cursor:
             cursor.execute(LEASE_RELEASE, [key, slot, holder, job_id.hex])
+
+    def job_release_unheld(self, *, worker_id: str, held: Sequence[UUID], now: datetime | None) -> list[UUID]:
+        stamp = ts(now or clock.now())
+        clause = " AND id NOT IN ({})".format(", ".join(["%s"] * len(held))) if held else ""
+        with self._cursor() as cursor:
+            cursor.execute(JOB_RELEASE_UNHELD.format(held=clause), [stamp, stamp, worker_id, *(h.hex for h in held)])
+            return [_uuid(row[0]) for row in cursor.fetchall()]
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]:
