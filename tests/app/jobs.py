@@ -249,3 +249,27 @@ def fleet_overrun(ctx, *, key: str, group: str, seconds: float = 0.0) -> str:
     time.sleep(seconds)  # deaf to the cancel token, as a blocking C call or a third-party client is
     Effect.objects.create(key=f"end:{key}", job_id=ctx.job_id, attempt=ctx.attempt, pid=os.getpid())
     return key
+
+
+@job(name="tests.soak.steps", idempotency_key="soak:{key}", tenant=NO_TENANT,
+     retry=Retry(attempts=10, delay="100ms", max_delay="2s"))
+def soak_steps(ctx, *, key: str, pause: float = 0.0) -> str:
+    """scripts/soak.py's job: three durable steps, each writing one ``Effect`` named ``<key>:<step>``.
+
+    ``reserve`` and ``notify`` are ``atomic``: the effect commits with the step's checkpoint, so
+    each must exist exactly once. ``charge`` is not: a crash between its write and its checkpoint
+    re-runs it (at-least-once), which the soak counts as a duplicate execution.
+    """
+
+    def effect(step: str):  # noqa: ANN202
+        def write() -> int:
+            if pause:
+                time.sleep(pause)
+            return Effect.objects.create(key=f"{key}:{step}", job_id=ctx.job_id, attempt=ctx.attempt,
+                                         pid=os.getpid()).id
+        return write
+
+    ctx.step.run("reserve", effect("reserve"), atomic=True)
+    ctx.step.run("charge", effect("charge"))
+    ctx.step.run("notify", effect("notify"), atomic=True)
+    return key

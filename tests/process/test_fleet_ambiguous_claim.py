@@ -2,16 +2,18 @@
 between PostgreSQL's commit and the reply: a restart, a failover, a cut TCP session).
 
 The worker cannot tell such a claim from one that rolled back, so it must find out: rows that
-read ``running`` under its own worker id but that it does not hold are its own lost claims. Today
-it never looks; they sit until their lease lapses, a whole visibility timeout later, and the lapse
-counts an attempt the body never made, so a job on its final attempt is dead-lettered
-(``lease-lapsed``) without ever having run. The chaos test saw this after a PostgreSQL restart:
-two jobs claimed in the pass the restart cut waited 30 s for their lease.
+read ``running`` under its own worker id but that it does not hold are its own lost claims, and
+its next pass hands them back uncounted (``jobs.claim.reconciled``). Without that they sat until
+their lease lapsed, a whole visibility timeout later, and the lapse counted an attempt the body
+never made, so a job on its final attempt was dead-lettered (``lease-lapsed``) without ever
+having run. The chaos test first saw it after a PostgreSQL restart: two jobs claimed in the pass
+the restart cut waited 30 s for their lease.
 
 The cut is made deterministic with a small PostgreSQL wire-protocol proxy between the worker and
-the server: it forwards everything, and once armed, holds back the server's answer to the first
-claim statement that claims rows (recognised by its result columns) until the server reports
-``COMMIT``, then drops both sides of the connection: committed on the server, unknown to the worker.
+the server: it forwards everything, and once armed, watches for the first claim statement that
+claims rows (recognised by its result columns); when the server then reports that transaction's
+``COMMIT``, it drops both sides of the connection instead of passing the answer on: committed on
+the server, unknown to the worker.
 """
 
 from __future__ import annotations
@@ -166,4 +168,7 @@ def test_a_claim_whose_commit_answer_was_lost_still_runs_its_jobs(started_worker
     assert [(j["state"], j["attempt"], j["stop_reason"]) for j in jobs] == [("done", 1, None)] * len(ids), (
         [(j["state"], j["attempt"], j["stop_reason"], j["last_error"]) for j in jobs])
     assert Effect.objects.filter(key__startswith="lost-").count() == len(ids)
+    text = log_text(worker)
+    assert "jobs.claim.reconciled" in text  # handed back by the worker itself ...
+    assert "jobs.lease.rescued" not in text  # ... not left to lapse
     assert worker.proc.poll() is None and os.getpid() != worker.pid
