@@ -163,6 +163,7 @@ def explain() -> None:
         "worker_id": "explain",
         "visibility": 30.0,
         "now": None,
+        "blocked": [],  # tenants at their LIMITS cap (none here); an older JOB_CLAIM ignores the key
     }
     show("JOB_CLAIM, limit 10, 10,000 ready", postgres.JOB_CLAIM, claim)
     with transaction.atomic(), connection.cursor() as cursor:

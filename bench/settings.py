@@ -28,6 +28,10 @@ DATABASES = {
         "PASSWORD": os.environ.get("BENCH_PG_PASSWORD", "postgres"),
         "NAME": DB_NAME,
         "CONN_MAX_AGE": None,
+        # Django's default (None) never prepares; BENCH_PG_PREPARE_THRESHOLD=N measures psycopg's preparing.
+        "OPTIONS": {"prepare_threshold": int(os.environ["BENCH_PG_PREPARE_THRESHOLD"])}
+        if os.environ.get("BENCH_PG_PREPARE_THRESHOLD")
+        else {},
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

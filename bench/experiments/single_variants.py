@@ -1,0 +1,112 @@
+"""Single-enqueue variants, interleaved in one process, same DB .
+
+Ad hoc, run by hand (see bench/RESULTS.md); not part of make bench. Monkeypatches internals, so it
+tracks the code it was written against (b6b67e6).
+"""
+
+# ruff: noqa: E402  (Django is set up before the app's modules are imported)
+
+import itertools
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if os.environ.get("CODE"):  # a bench/run.py --snapshot directory, else the working tree
+    sys.path.insert(0, os.environ["CODE"])
+    os.environ["PYTHONPATH"] = os.environ["CODE"]
+sys.path.append(str(ROOT))
+os.environ["BENCH_UJ_DB"] = f"bench_uj_exp_{os.getpid()}"
+os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+import django
+
+django.setup()
+from bench import measure
+
+measure.recreate_database()
+import psycopg
+from django.db import connection
+
+from bench.jobs import noop
+from ultimate_jobs import enqueue as enq
+from ultimate_jobs.db import postgres
+from ultimate_jobs.enqueue import EnqueueOptions
+
+opts = EnqueueOptions.build(
+    noop,
+    delay=None,
+    run_at=None,
+    queue=None,
+    priority=None,
+    tenant_id=None,
+    run_id=None,
+    enqueued_by=None,
+    database=None,
+)
+seq = itertools.count(10**9)
+N = int(os.environ.get("N", "1000"))
+
+
+def one(notify=False):
+    r = opts.row({"i": -1, "seq": next(seq)})
+    return {**postgres._one(r), "now": None, "notify": notify}
+
+
+def cur():
+    connection.ensure_connection()
+    return psycopg.Cursor(connection.connection)
+
+
+real_wake = enq._wake_due
+
+
+def lib_nowake():
+    enq._wake_due = lambda *a, **k: []
+    try:
+        noop.enqueue(i=-1, seq=next(seq))
+    finally:
+        enq._wake_due = real_wake
+
+
+def sync(v):
+    with cur() as c:
+        c.execute(f"SET synchronous_commit = {v}")
+
+
+variants = {
+    "library noop.enqueue": lambda: noop.enqueue(i=-1, seq=next(seq)),
+    "library, wake disabled": lib_nowake,
+    "JOB_INSERT_ONE, unprepared (as the store does)": lambda: (
+        cur().execute(postgres.JOB_INSERT_ONE, one()).fetchall()
+    ),
+    "JOB_INSERT_ONE, prepare=True": lambda: (
+        cur().execute(postgres.JOB_INSERT_ONE, one(), prepare=True).fetchall()
+    ),
+    "SELECT 1 round trip (no commit)": lambda: cur().execute("SELECT 1").fetchall(),
+}
+res = {k: [] for k in variants}
+res["library, synchronous_commit=off"] = []
+for rnd in range(3):
+    for name, fn in list(variants.items()) + [("library, synchronous_commit=off", None)]:
+        if fn is None:
+            sync("off")
+            fn_ = variants["library noop.enqueue"]
+        else:
+            fn_ = fn
+        for _ in range(20):
+            fn_()
+        t0 = time.perf_counter()
+        for _ in range(N):
+            fn_()
+        res[name].append((time.perf_counter() - t0) / N * 1e6)
+        if fn is None:
+            sync("on")
+    print("round", rnd, os.getloadavg()[0], flush=True)
+for k, v in res.items():
+    print(
+        f"{k:48} median {statistics.median(v):7.0f} us ({1e6 / statistics.median(v):6.0f}/s)   rounds: "
+        + " ".join(f"{x:.0f}" for x in v)
+    )
+measure.drop_database()
