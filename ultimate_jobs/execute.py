@@ -287,39 +287,3 @@ def _release_broken_connections() -> None:
             continue
         if conn.errors_occurred and not conn.is_usable():
             conn.close()
-
-
-_thread_state = threading.local()
-IDLE_HEALTH_CHECK = 1.0  # seconds a thread's connection may idle before it is checked
-
-
-def prepare_connections() -> None:
-    """Before a body: drop this thread's connections that went bad while the thread idled.
-
-    Body threads keep their Django connections open across jobs (a per-job connect would cost
-    more than most jobs). A connection cut while idle (a database restart, a PgBouncer or
-    firewall timeout) would fail the next body and cost it an attempt, so one that sat idle
-    longer than ``IDLE_HEALTH_CHECK`` is pinged first, and closed (Django re-dials on next use)
-    if it does not answer. ``CONN_MAX_AGE`` above zero is honoured as in a request.
-    """
-    now = time.monotonic()
-    last = getattr(_thread_state, "last_used", now)
-    _thread_state.last_used = now
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is None or conn.in_atomic_block:
-            continue
-        if conn.errors_occurred or now - last > IDLE_HEALTH_CHECK:
-            if not conn.is_usable():
-                conn.close()
-            conn.errors_occurred = False
-        elif conn.close_at is not None and now >= conn.close_at and conn.settings_dict.get("CONN_MAX_AGE"):
-            conn.close()
-
-
-def _release_broken_connections() -> None:
-    """After a failed body, drop this thread's connections that the failure left unusable."""
-    for conn in connections.all(initialized_only=True):
-        if conn.in_atomic_block:
-            continue
-        if conn.errors_occurred and not conn.is_usable():
-            conn.close()
