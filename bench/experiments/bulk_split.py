@@ -9,38 +9,16 @@ tracks the code it was written against (b6b67e6).
 import itertools
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if os.environ.get("CODE"):  # a bench/run.py --snapshot directory, else the working tree
-    sys.path.insert(0, os.environ["CODE"])
-    os.environ["PYTHONPATH"] = os.environ["CODE"]
-sys.path.append(str(ROOT))
-os.environ["BENCH_UJ_DB"] = f"bench_uj_exp_{os.getpid()}"
-os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-import django
-
-django.setup()
+import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
 from django.db import connection
 
 from bench import measure
 from bench.jobs import noop
 from ultimate_jobs.db import store_for
-from ultimate_jobs.enqueue import EnqueueOptions
 
-opts = EnqueueOptions.build(
-    noop,
-    delay=None,
-    run_at=None,
-    queue=None,
-    priority=None,
-    tenant_id=None,
-    run_id=None,
-    enqueued_by=None,
-    database=None,
-)
+opts = noop.using()
 seq = itertools.count(10**9)
 res = {}
 

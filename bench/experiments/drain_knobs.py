@@ -9,18 +9,8 @@ tracks the code it was written against (b6b67e6).
 import os
 import statistics
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if os.environ.get("CODE"):  # a bench/run.py --snapshot directory, else the working tree
-    sys.path.insert(0, os.environ["CODE"])
-    os.environ["PYTHONPATH"] = os.environ["CODE"]
-sys.path.append(str(ROOT))
-os.environ["BENCH_UJ_DB"] = f"bench_uj_exp_{os.getpid()}"
-os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-import django
-
-django.setup()
+import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
 from bench import measure
 
 VARIANTS = {

@@ -7,22 +7,10 @@ tracks the code it was written against (b6b67e6).
 # ruff: noqa: E402  (Django is set up before the app's modules are imported)
 
 import itertools
-import os
 import re
 import statistics
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if os.environ.get("CODE"):  # a bench/run.py --snapshot directory, else the working tree
-    sys.path.insert(0, os.environ["CODE"])
-    os.environ["PYTHONPATH"] = os.environ["CODE"]
-sys.path.append(str(ROOT))
-os.environ["BENCH_UJ_DB"] = f"bench_uj_exp_{os.getpid()}"
-os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-import django
-
-django.setup()
+import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
 from bench import measure
 
 measure.recreate_database()
@@ -30,19 +18,8 @@ from django.db import connection, transaction
 
 from bench.jobs import noop
 from ultimate_jobs.db import postgres
-from ultimate_jobs.enqueue import EnqueueOptions
 
-opts = EnqueueOptions.build(
-    noop,
-    delay=None,
-    run_at=None,
-    queue=None,
-    priority=None,
-    tenant_id=None,
-    run_id=None,
-    enqueued_by=None,
-    database=None,
-)
+opts = noop.using()
 seq = itertools.count(10**9)
 measure.enqueue_many(10000)
 tables = {

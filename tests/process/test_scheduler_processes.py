@@ -8,18 +8,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from tests.conftest import BACKEND, ROOT, wait_for
+from tests.conftest import BACKEND, ROOT, WorkerProcess, wait_for
 from tests.scheduling import set_watermark
 from ultimate_jobs.models import Job, SchedulerLeader, SchedulerState
 from ultimate_jobs.tasks import occurrence_ms
@@ -29,37 +26,8 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.process]
 FIRED = re.compile(r"jobs\.scheduler\.fired task=(\S+) occurrence=(\S+) ")
 
 
-class SchedulerProcess:
-    """A real ``manage.py jobs_scheduler`` (or ``jobs_worker``) process joining the test database."""
-
-    def __init__(self, command: str, args: list[str], env: dict[str, str]) -> None:
-        log_dir = Path(os.environ.get("JOBS_TEST_LOGS", "/tmp/ultimate-jobs-test-logs"))
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"{command}-{os.getpid()}-{time.monotonic_ns()}.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
-        self.proc = subprocess.Popen([sys.executable, "-m", "django", command, "--settings", "tests.settings",
-                                      "-v", "2", *args], cwd=ROOT, env=env, stdout=self._log,
-                                     stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def signal(self, signum: int) -> None:
-        self.proc.send_signal(signum)
-
-    def wait(self, timeout: float = 60) -> int:
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            self._log.close()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-        self._log.close()
+# The suite's real-process wrapper (tests/conftest.py), run as jobs_scheduler by default.
+SchedulerProcess = WorkerProcess
 
 
 @pytest.fixture
@@ -73,7 +41,7 @@ def start(transactional_db: None) -> Iterator[Callable[..., SchedulerProcess]]:
         env.pop("ULTIMATE_JOBS_FAULTS", None)
         if faults:
             env["ULTIMATE_JOBS_FAULTS"] = faults
-        proc = SchedulerProcess(command, list(args), env)
+        proc = SchedulerProcess(list(args), env, command=command)
         started.append(proc)
         return proc
 
