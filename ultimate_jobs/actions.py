@@ -43,7 +43,7 @@ from .errors import (
 )
 from .ids import parse_uuid
 from .models.jobs import LIVE_STATES, STATES, TERMINAL_STATES
-from .rows import alias, jobs, write_now
+from .rows import alias, filter_jobs, jobs, write_now
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -207,23 +207,14 @@ def _filtered(*, state: str | None, queue: str | None, name: str | None, tenant_
               ids: Iterable[str | UUID] | None, allowed: tuple[str, ...], verb: str) -> Any:
     if state is None and ids is None:
         raise JobsError(X_JOB_INPUT_INVALID, f"{verb} needs state= or ids=, so one call cannot touch every job.")
-    if state is not None and state not in STATES:
-        raise JobsError(X_JOB_INPUT_INVALID, f"state={state!r} is not one of {', '.join(STATES)}.")
-    query = jobs().filter(state__in=allowed)
-    if state is not None:
-        query = query.filter(state=state)
+    query = filter_jobs(jobs().filter(state__in=allowed), state=state, queue=queue, name=name,
+                        tenant_id=tenant_id)
     if ids is not None:
         keys = [parse_uuid(i, subject="ids entry") for i in ids]
         if len(keys) > MAX_BULK:
             raise JobsError(X_JOB_INPUT_INVALID, f"{verb} got {len(keys)} ids, over the {MAX_BULK:,} limit.",
                             f"Pass at most {MAX_BULK:,} ids a call.")
         query = query.filter(id__in=keys)
-    if queue is not None:
-        query = query.filter(queue=queue)
-    if name is not None:
-        query = query.filter(name=name)
-    if tenant_id is not None:
-        query = query.filter(tenant_id=tenant_id)
     return query
 
 

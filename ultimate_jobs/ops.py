@@ -60,7 +60,6 @@ from .doctor import doctor
 from .errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
 from .errors import X_STEP_NOT_FOUND, X_STEP_NOT_RESOLVABLE, X_STEP_OUTPUT_UNSERIALIZABLE
 from .ids import parse_uuid
-from .models.jobs import STATES
 from .queues import (
     backfill_runs,
     pause_queue,
@@ -75,6 +74,7 @@ from .redact import redact, redact_text
 from .rows import LIST_FIELDS as _LIST_FIELDS
 from .rows import ROW_FIELDS as _ROW_FIELDS
 from .rows import alias as _alias
+from .rows import filter_jobs
 from .rows import id_prefix_range
 from .rows import iso as _iso
 from .rows import jobs as _jobs
@@ -166,17 +166,7 @@ def list_jobs(*, queue: str | None = None, name: str | None = None, state: str |
                         f"Page with after=/before= cursors, at most {MAX_PAGE} rows a page.")
     if after is not None and before is not None:
         raise JobsError(X_JOB_INPUT_INVALID, "list_jobs takes after= or before=, not both.")
-    if state is not None and state not in STATES:
-        raise JobsError(X_JOB_INPUT_INVALID, f"state={state!r} is not one of {', '.join(STATES)}.")
-    query = _jobs()
-    if queue is not None:
-        query = query.filter(queue=queue)
-    if name is not None:
-        query = query.filter(name=name)
-    if state is not None:
-        query = query.filter(state=state)
-    if tenant_id is not None:
-        query = query.filter(tenant_id=tenant_id)
+    query = filter_jobs(_jobs(), state=state, queue=queue, name=name, tenant_id=tenant_id)
     if created_from is not None:
         query = query.filter(created_at__gte=created_from)
     if created_to is not None:

@@ -17,7 +17,7 @@ from django.db import connections
 from . import clock
 from .conf import get_settings
 from .declaration import get_job_handle
-from .errors import X_ID_INVALID, JobsError
+from .errors import X_ID_INVALID, X_JOB_INPUT_INVALID, JobsError
 from .redact import redact, redact_text
 
 _HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
@@ -68,6 +68,17 @@ def write_now() -> Any:
 
         return Now()
     return clock.now()
+
+
+def filter_jobs(query: Any, **equal: str | None) -> Any:
+    """``query`` narrowed by the operator filters that are set (``state``, ``queue``, ``name``,
+    ``tenant_id``); an unknown state is ``X_JOB_INPUT_INVALID``. Shared by listing and bulk writes."""
+    from .models.jobs import STATES
+
+    state = equal.get("state")
+    if state is not None and state not in STATES:
+        raise JobsError(X_JOB_INPUT_INVALID, f"state={state!r} is not one of {', '.join(STATES)}.")
+    return query.filter(**{field: value for field, value in equal.items() if value is not None})
 
 
 def plain(value: Any) -> Any:
