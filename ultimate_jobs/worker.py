@@ -331,12 +331,15 @@ class Worker:
         if any(claimed.values()):
             fault("after_claim")
         started = []
+        # Per-tenant counts are taken once per pass and kept current as runs start.
+        by_tenant = _count(r.claimed.tenant_id for r in self._held()) if self._limits.active else {}
         for row in (row for rows in claimed.values() for row in rows):
-            if self._limits.active and not self._limits.admit(
-                    row.tenant_id, _count(r.claimed.tenant_id for r in self._held() if r.claimed.tenant_id)):
+            if self._limits.active and not self._limits.admit(row.tenant_id, by_tenant):
                 self._shed(row)
-            else:
-                started.append(self._start(row))
+                continue
+            started.append(self._start(row))
+            if row.tenant_id is not None:
+                by_tenant[row.tenant_id] = by_tenant.get(row.tenant_id, 0) + 1
         self.stats["claimed"] += len(started)
         return started
 
