@@ -14,6 +14,8 @@ Usage::
 The operator API is ``ultimate_jobs.ops``; test helpers are ``ultimate_jobs.testing``.
 """
 
+from .backfill import BackfillBatch, backfill, registered_backfills
+from .backfill_status import pending_backfills
 from .context import CancelToken, JobContext
 from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
 from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
@@ -27,6 +29,7 @@ from .steps import Suspension
 from .worker import Worker
 
 __all__ = [
+    "BackfillBatch",
     "CancelToken",
     "Concurrency",
     "EnqueueResult",
@@ -44,9 +47,12 @@ __all__ = [
     "TaskHandle",
     "Terminal",
     "Worker",
+    "backfill",
     "job",
+    "pending_backfills",
     "publish_event",
     "register_error_retry",
+    "registered_backfills",
     "registered_jobs",
     "registered_tasks",
     "retry_schedule",

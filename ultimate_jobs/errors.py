@@ -160,6 +160,29 @@ X_STEP_NOT_RESOLVABLE = register(
 )
 
 
+# -- backfills (ultimate_jobs.backfill) ------------------------------------------------------------
+X_BACKFILL_ENVIRONMENT = register(
+    "X_BACKFILL_ENVIRONMENT", 'Run the backfill where its environments= lists ULTIMATE_JOBS["ENVIRONMENT"], or add '
+    "this environment to the declaration."
+)
+X_BACKFILL_MIGRATION_PENDING = register(
+    "X_BACKFILL_MIGRATION_PENDING", "Run `python manage.py migrate` first; the pass is retried once the migration "
+    "it requires= is applied."
+)
+X_BACKFILL_STALLED = register(
+    "X_BACKFILL_STALLED", "Make count= and source= select the same rows (and handle= change what they select), "
+    "then enqueue with force=True."
+)
+X_BACKFILL_SOURCE_INVALID = register(
+    "X_BACKFILL_SOURCE_INVALID", "Return a QuerySet of model instances with a single-column primary key from "
+    "source=, unsliced: lambda ctx: Model.objects.filter(...)."
+)
+X_BACKFILL_NOT_FOUND = register(
+    "X_BACKFILL_NOT_FOUND", "Name a backfill declared in an installed app's jobs module; "
+    "`manage.py jobs_backfill --pending` lists them."
+)
+
+
 class JobsError(Exception):
     """A refusal or failure with a code, a cause and a one-line fix."""
 

@@ -273,3 +273,26 @@ def soak_steps(ctx, *, key: str, pause: float = 0.0) -> str:
     ctx.step.run("charge", effect("charge"))
     ctx.step.run("notify", effect("notify"), atomic=True)
     return key
+
+
+# -- backfills the process tests sweep ----------------------------------------------------------
+from django.db.models import CharField, Value  # noqa: E402
+from django.db.models.functions import Cast, Concat  # noqa: E402
+
+from ultimate_jobs import backfill  # noqa: E402
+
+from .models import Post  # noqa: E402
+
+
+def fill_slugs(batch) -> None:
+    """Idempotent: only rows still without a slug are written; one Effect per row handled."""
+    ids = [post.pk for post in batch.rows]
+    Post.objects.filter(pk__in=ids, slug="").update(slug=Concat(Value("post-"), Cast("id", CharField())))
+    Effect.objects.bulk_create([Effect(key=f"slug:{pk}", job_id=batch.ctx.job_id, attempt=batch.ctx.attempt,
+                                       pid=os.getpid()) for pk in ids])
+
+
+slug_backfill = backfill(name="tests.backfill.slugs", tenant=NO_TENANT, source=lambda ctx: Post.objects.filter(slug=""),
+                         handle=fill_slugs, count=lambda ctx: Post.objects.filter(slug="").count(), batch=100,
+                         rate=float(os.environ.get("TEST_BACKFILL_RATE", "1000")),
+                         retry=Retry(attempts=5, delay="50ms"))

@@ -83,6 +83,12 @@ class FrozenClock:
         clock.freeze(at)
         return clock.now()
 
+    @property
+    def pauses(self) -> list[float]:
+        """The waits asked of this clock since it was frozen (a backfill's pacer), in seconds:
+        on a frozen clock they are not spent, the time moves forward by them instead."""
+        return clock.pauses()
+
 
 @contextlib.contextmanager
 def freeze_clock(at: datetime | None = None) -> Iterator[FrozenClock]:

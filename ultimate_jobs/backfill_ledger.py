@@ -1,0 +1,76 @@
+"""Internal: reading and writing the backfill ledger (``BackfillRun``), on the jobs database.
+
+Every write is keyed by the run (``run_id``) and sets absolute values (rows so far, batches so
+far, the cursor), so a page that runs twice after a crash writes the same numbers again rather
+than counting twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from . import clock
+from .conf import get_settings
+
+if TYPE_CHECKING:
+    from .models import BackfillRun
+
+
+class Ledger:
+    def __init__(self, database: str | None = None) -> None:
+        self.alias = database or get_settings().DATABASE
+
+    @property
+    def rows(self) -> Any:
+        from .models import BackfillRun
+
+        return BackfillRun.objects.using(self.alias)
+
+    def get(self, run_id: UUID) -> BackfillRun | None:
+        return self.rows.filter(run_id=run_id).first()
+
+    def newest_completed(self, name: str, *, exclude_run: UUID | None = None) -> BackfillRun | None:
+        rows = self.rows.filter(name=name, status="completed")
+        if exclude_run is not None:
+            rows = rows.exclude(run_id=exclude_run)
+        return rows.order_by("-completed_at", "-started_at").first()
+
+    def open(self, *, run_id: UUID, job_id: UUID, name: str, checksum: str, tenant_id: str | None, forced: bool,
+             previous_run_id: UUID | None) -> None:
+        """Start the run's row, or adopt it on a retry: ``started_at`` stays when the pass began."""
+        now = clock.now()
+        adopted = self.rows.filter(run_id=run_id).update(
+            status="running", job_id=job_id, checksum=checksum, completed_at=None, error_code=None, last_error=None,
+            updated_at=now)
+        if not adopted:
+            self.rows.create(run_id=run_id, name=name, job_id=job_id, status="running", checksum=checksum,
+                             environment=get_settings().ENVIRONMENT, tenant_id=tenant_id, forced=forced,
+                             previous_run_id=previous_run_id, started_at=now, updated_at=now)
+
+    def progress(self, run_id: UUID, *, rows: int, batches: int, cursor: Any) -> None:
+        self.rows.filter(run_id=run_id).update(rows=rows, batches=batches, last_cursor=cursor,
+                                               updated_at=clock.now())
+
+    def complete(self, run_id: UUID, *, rows: int, batches: int, cursor: Any) -> None:
+        now = clock.now()
+        self.rows.filter(run_id=run_id).update(status="completed", rows=rows, batches=batches, last_cursor=cursor,
+                                               completed_at=now, updated_at=now)
+
+    def fail(self, run_id: UUID, *, code: str, error: str) -> None:
+        self.rows.filter(run_id=run_id).update(status="failed", error_code=code, last_error=error[:4000],
+                                               updated_at=clock.now())
+
+    def newest_per_name(self) -> dict[str, BackfillRun]:
+        """The newest row of each name in the ledger (by ``started_at``)."""
+        newest: dict[str, BackfillRun] = {}
+        for row in self.rows.order_by("name", "-started_at"):
+            newest.setdefault(row.name, row)
+        return newest
+
+    def completed_names(self) -> dict[str, BackfillRun]:
+        """The newest completed row of each name."""
+        done: dict[str, BackfillRun] = {}
+        for row in self.rows.filter(status="completed").order_by("name", "-completed_at"):
+            done.setdefault(row.name, row)
+        return done
