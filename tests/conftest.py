@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,25 @@ def declare() -> Iterator[Callable[..., object]]:
             return handle
 
         return wrap
+
+    yield make
+    for name in names:
+        _unregister(name)
+
+
+@pytest.fixture
+def declare_backfill() -> Iterator[Callable[..., Any]]:
+    """``declare_backfill(**options)``: a backfill that exists for one test only."""
+    from ultimate_jobs import NO_TENANT, backfill
+
+    names: list[str] = []
+
+    def make(**options: Any) -> Any:
+        options.setdefault("tenant", NO_TENANT)
+        options.setdefault("rate", 1000)
+        handle = backfill(**options)
+        names.append(handle.name)
+        return handle
 
     yield make
     for name in names:

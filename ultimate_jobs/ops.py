@@ -54,6 +54,7 @@ from .actions import (
     requeue_many,
     retry_job,
 )
+from .backfill_status import enqueue_backfill, gate_backfill, pending_backfills
 from .conf import get_settings
 from .counters import counter_totals, counters
 from .doctor import doctor
@@ -81,9 +82,10 @@ from .rows import jobs as _jobs
 from .rows import shape as _shape
 
 __all__ = [
-    "MAX_BULK", "MAX_PAGE", "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "get_job",
-    "list_jobs", "pause_queue", "paused_queues", "promote_job", "promote_many", "queue_stats", "remove_job",
-    "remove_many", "requeue_many", "resolve_step", "resume_queue", "retry_job", "scheduled_tasks", "scheduler_installed", "workers",
+    "MAX_BULK", "MAX_PAGE", "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "enqueue_backfill",
+    "gate_backfill", "get_job", "list_jobs", "pause_queue", "paused_queues", "pending_backfills", "promote_job",
+    "promote_many", "queue_stats", "remove_job", "remove_many", "requeue_many", "resolve_step", "resume_queue",
+    "retry_job", "scheduled_tasks", "scheduler_installed", "workers",
 ]
 
 MAX_PAGE = 200
@@ -127,13 +129,11 @@ def get_job(job_id: str | UUID) -> dict[str, Any]:
 
 
 def _ledger_row(run_id: UUID) -> dict[str, Any] | None:
-    """This run's backfill ledger row, when this version has a ledger and the job is a backfill."""
-    from .rows import model, plain
+    """This run's backfill ledger row, or None (any other job, or a pass that was skipped)."""
+    from .models import BackfillRun
+    from .rows import plain
 
-    ledger = model("BackfillRun")
-    if ledger is None or not any(f.name == "run_id" for f in ledger._meta.fields):
-        return None
-    row = ledger.objects.using(_alias()).filter(run_id=run_id).values().first()
+    row = BackfillRun.objects.using(_alias()).filter(run_id=run_id).values().first()
     return None if row is None else {k: plain(v) for k, v in row.items()}
 
 

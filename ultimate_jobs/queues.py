@@ -3,7 +3,7 @@
 ``pause_queue`` / ``resume_queue`` / ``paused_queues`` (a paused queue is skipped by the claim
 statement itself, fleet-wide, within one poll; enqueues still land), ``queue_stats()`` (per
 queue, every row in exactly one bucket), ``workers()`` (live ``WorkerHeartbeat`` rows),
-``backfill_runs()`` (the ledger, when this version has one) and ``scheduler_installed()``.
+``backfill_runs()`` (the backfill ledger) and ``scheduler_installed()``.
 
 Logged events: ``jobs.queue.paused``, ``jobs.queue.resumed``.
 """
@@ -19,6 +19,7 @@ from django.db.models import Count, Min, Q
 from . import clock
 from .conf import get_settings
 from .declaration import check_queue_name, registered_jobs
+from .errors import X_JOB_INPUT_INVALID, JobsError
 from .rows import alias, jobs, model, plain, write_now
 
 log = logging.getLogger("ultimate_jobs")
@@ -150,12 +151,17 @@ def scheduled_tasks() -> list[dict[str, Any]] | None:
     return rows
 
 
-def backfill_runs(limit: int = 100) -> list[dict[str, Any]] | None:
-    """The backfill ledger, newest first (every column, JSON-ready), or ``None`` when this
-    version has no ledger table."""
-    ledger = model("BackfillRun")
-    if ledger is None:
-        return None
-    order = "-started_at" if any(f.name == "started_at" for f in ledger._meta.fields) else "-pk"
-    rows = ledger.objects.using(alias()).order_by(order).values()[: max(1, min(int(limit), 1000))]
-    return [{k: plain(v) for k, v in row.items()} for row in rows]
+def backfill_runs(limit: int = 100, *, name: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+    """The backfill ledger (``BackfillRun``), newest pass first, every column JSON-ready; narrowed
+    to one backfill ``name`` and/or a ``status`` (running, completed, failed)."""
+    from .models import BackfillRun
+    from .models.backfills import STATUSES
+
+    if status is not None and status not in STATUSES:
+        raise JobsError(X_JOB_INPUT_INVALID, f"status={status!r} is not one of {', '.join(STATUSES)}.")
+    rows = BackfillRun.objects.using(alias()).order_by("-started_at", "-run_id")
+    if name is not None:
+        rows = rows.filter(name=name)
+    if status is not None:
+        rows = rows.filter(status=status)
+    return [{k: plain(v) for k, v in row.items()} for row in rows.values()[: max(1, min(int(limit), 1000))]]

@@ -7,7 +7,7 @@ import logging
 import math
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,23 +21,6 @@ from ultimate_jobs.models import BackfillRun, Job, JobStep
 from ultimate_jobs.testing import run_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def declare_backfill() -> Iterator[Callable[..., Any]]:
-    """``declare_backfill(**options)``: a backfill that exists for one test only."""
-    names: list[str] = []
-
-    def make(**options: Any) -> Any:
-        options.setdefault("tenant", NO_TENANT)
-        options.setdefault("rate", 1000)
-        handle = backfill(**options)
-        names.append(handle.name)
-        return handle
-
-    yield make
-    for name in names:
-        _unregister(name)
 
 
 def posts(n: int, **fields: Any) -> list[int]:
