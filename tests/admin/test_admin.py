@@ -148,5 +148,27 @@ def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:  # type: i
     assert worker.worker_id in admin_client_.get(reverse("admin:ultimate_jobs_workers")).content.decode()
     tasks = admin_client_.get(reverse("admin:ultimate_jobs_tasks")).content.decode()
     assert ("No scheduler installed" in tasks) == (not ops.scheduler_installed())
-    backfills = admin_client_.get(reverse("admin:ultimate_jobs_backfills")).content.decode()
-    assert ("No backfill ledger" in backfills) == (ops.backfill_runs() is None)
+
+
+def test_the_backfill_page_shows_declared_backfills_and_links_each_pass_to_its_job(admin_client_) -> None:  # type: ignore[no-untyped-def]
+    import html as html_module
+
+    from tests.app.jobs import slug_backfill
+    from tests.app.models import Post
+    from ultimate_jobs.testing import run_job
+
+    page = reverse("admin:ultimate_jobs_backfills")
+    html = admin_client_.get(page).content.decode()
+    assert 'data-backfill="tests.backfill.slugs" data-state="pending"' in html
+    assert "No backfill has run yet." in html
+    Post.objects.bulk_create([Post(title=f"p{i}") for i in range(150)])
+    trace = run_job(slug_backfill)
+    html = admin_client_.get(page).content.decode()
+    assert 'data-backfill="tests.backfill.slugs" data-state="completed"' in html
+    assert f'data-run="{trace.run_id}"' in html and "<td>150</td><td>2</td>" in html
+    assert reverse("admin:ultimate_jobs_job_change", args=[trace.id]) in html
+    job_page = admin_client_.get(reverse("admin:ultimate_jobs_job_change", args=[trace.id])).content.decode()
+    assert f"{page}?name=tests.backfill.slugs" in job_page
+    assert '"status": "completed"' in html_module.unescape(job_page)
+    narrowed = admin_client_.get(page, {"name": "someone-else"}).content.decode()
+    assert "data-run=" not in narrowed

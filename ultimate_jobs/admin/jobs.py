@@ -293,6 +293,7 @@ class JobAdmin(admin.ModelAdmin):
             "payload_json": json.dumps(job["payload"], indent=2, ensure_ascii=False),
             "result_json": None if job["result"] is None else json.dumps(job["result"], indent=2, ensure_ascii=False),
             "progress_json": None if job["progress"] is None else json.dumps(job["progress"]),
+            "backfill_json": None if job["backfill"] is None else json.dumps(job["backfill"], indent=2),
             "steps": [{**s, "output_json": None if s["output"] is None else json.dumps(s["output"], ensure_ascii=False)}
                       for s in job["steps"]],
             "state_colour": STATE_COLOURS.get(job["state"], "#333"),

@@ -89,9 +89,13 @@ def task_toggle_view(admin: JobAdmin) -> View:
 
 
 def backfills_view(admin: JobAdmin) -> View:
+    """Read-only: what is declared (and its state), then the ledger, one row per pass, each linked
+    to the job that ran it; ``?name=`` narrows the ledger to one backfill."""
     def view(request: HttpRequest) -> HttpResponse:
-        runs = ops.backfill_runs()
-        columns = list(runs[0]) if runs else []
-        return _render(admin, request, "backfills.html", "Backfill ledger", runs=runs, columns=columns,
-                       rows=[[run[c] for c in columns] for run in runs or []])
+        name = request.GET.get("name") or None
+        report = ops.pending_backfills()
+        runs = [{**run, "job_url": reverse("admin:ultimate_jobs_job_change", args=[run["job_id"]]),
+                 "runs_url": f"{reverse('admin:ultimate_jobs_job_changelist')}?name={run['name']}"}
+                for run in ops.backfill_runs(200, name=name)]
+        return _render(admin, request, "backfills.html", "Backfill ledger", report=report, runs=runs, name=name)
     return view
