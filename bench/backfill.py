@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python bench/backfill.py                        # 100,000 rows, 3 interleaved rounds
     .venv/bin/python bench/backfill.py --rows 1000000 --rounds 1
     .venv/bin/python bench/backfill.py --snapshot HEAD        # measure one commit while others edit the tree
-    .venv/bin/python bench/backfill.py --profile              # one in-process pass under cProfile, per batch
+    .venv/bin/python bench/backfill.py --profile              # where a page's time goes, then cProfile
     .venv/bin/python -m bench.backfill ...                    # the same
 
 Not part of ``make test`` or ``make bench``: run it by hand against a PostgreSQL reachable as in
@@ -14,7 +14,9 @@ Not part of ``make test`` or ``make bench``: run it by hand against a PostgreSQL
 Options (default): ``--rows`` (100,000), ``--batch`` (1,000), ``--rate`` (10,000 batches/s: the
 pacer never waits, its interval is under its 1 ms resolution), ``--rounds`` (3), ``--snapshot``
 (none: the working tree), ``--out`` (``bench/results/backfill-STAMP.jsonl``), ``--profile``
-(off), ``--top`` (25 cProfile rows).
+(off: instead of the rounds, one database in this process: the loop and the pass timed piece by
+piece per page, by wrapping the functions named in ``split_backfill``, then one more pass under
+cProfile on the worker's body thread), ``--top`` (25 cProfile rows).
 
 Two cases, each in a fresh process of its own (as ``bench/run.py``'s cases) on a freshly created
 and migrated ``bench_uj_<pid>`` database (dropped at the end), run in every round; the baseline
@@ -58,6 +60,7 @@ cycle minus the baseline's, per round. No wall-clock limit is asserted anywhere.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -360,8 +363,71 @@ def orchestrate(args: argparse.Namespace) -> None:
 # -- the profile ----------------------------------------------------------------------------------
 
 
+class Split:
+    """Wall time of chosen functions, by label: each wrapped (on its class) for the duration of a pass.
+
+    Cheaper than cProfile (one ``perf_counter`` pair per call, nothing per Python frame), so the
+    per-page figures stay close to an unprofiled run's.
+    """
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = defaultdict(list)
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, owner: Any, attr: str, label: str) -> None:
+        original = owner.__dict__[attr]
+        times = self.times[label]
+
+        @functools.wraps(original)
+        def timed(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return original(*a, **kw)
+            finally:
+                times.append(time.perf_counter() - t0)
+
+        setattr(owner, attr, timed)
+        self._undo.append((owner, attr, original))
+
+    def __enter__(self) -> Split:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
+        self._undo.clear()
+
+    def print(self, title: str, pages: int, wall: float) -> None:
+        print(f"\n{title}: {wall * 1000:.0f} ms, {pages} pages with rows, "
+              f"{wall / pages * 1000:.2f} ms per page")
+        print(f"  {'what':58} {'calls/page':>10} {'ms/page':>8} {'median ms':>9}")
+        rows = [("the UPDATE (handle)", [p[1] - p[0] for p in PAGES]), *self.times.items()]
+        for label, ts in rows:
+            if ts:
+                print(f"  {label:58} {len(ts) / pages:10.2f} {sum(ts) / pages * 1000:8.3f} "
+                      f"{statistics.median(ts) * 1000:9.3f}")
+
+
+def split_backfill() -> Split:
+    from django.db.models.query import QuerySet
+
+    from ultimate_jobs import backfill_ledger, pacer, progress, steps
+    from ultimate_jobs.db.postgres import PostgresStore
+
+    split = Split()
+    split.wrap(steps.Steps, "run", "ctx.step.run: one whole step")
+    split.wrap(steps.Steps, "_call", "  the page fn (pacer + SELECT + UPDATE + ledger)")
+    split.wrap(pacer.Pacer, "wait", "    pacer.wait")
+    split.wrap(QuerySet, "_fetch_all", "    SELECT + model instances (QuerySet._fetch_all)")
+    split.wrap(backfill_ledger.Ledger, "progress", "    ledger UPDATE (Ledger.progress)")
+    split.wrap(PostgresStore, "step_complete", "  checkpoint (PostgresStore.step_complete)")
+    split.wrap(progress.Progress, "__call__", "ctx.progress (a write at most once a second)")
+    split.wrap(PostgresStore, "job_progress", "  its write (PostgresStore.job_progress)")
+    return split
+
+
 def profile_main(args: argparse.Namespace) -> None:
-    """One baseline and one backfill pass in this process: statements per batch, cProfile of the pass."""
+    """In this process: the loop and the pass timed piece by piece, then the pass under cProfile."""
     import cProfile
     import io
     import pstats
@@ -370,61 +436,56 @@ def profile_main(args: argparse.Namespace) -> None:
     from bench.run import setup_django
 
     setup_django()
-    from django.db import connections
+    from django.db.models.query import QuerySet
 
     from bench import measure
-    from bench.profiling import StatementTimer
     from ultimate_jobs import backfill_pass
 
     model, sweep = declare(args.batch, args.rate)
     try:
         prepare(model, args.rows)
         PAGES.clear()
-        base = StatementTimer()
-        t0 = time.perf_counter()
-        with connections["default"].execute_wrapper(base):
+        with Split() as split:
+            split.wrap(QuerySet, "_fetch_all", "SELECT + model instances (QuerySet._fetch_all)")
+            t0 = time.perf_counter()
             pages = sweep_by_hand(model, args.batch)
-        base_wall = time.perf_counter() - t0
-        print(f"\n===== hand-written loop: {base_wall * 1000:.0f} ms, {pages} pages, "
-              f"{base_wall / pages * 1000:.2f} ms per page =====")
-        base.print(base_wall)
+            wall = time.perf_counter() - t0
+        split.print("===== hand-written loop", pages, wall)
 
         prepare(model, args.rows)
         PAGES.clear()
-        timer = StatementTimer()
+        with split_backfill() as split:
+            done = sweep_by_backfill(sweep)
+        pages = len([p for p in PAGES if p[2]])
+        split.print("===== backfill pass, enqueue -> settled", pages, done["elapsed"])
+
+        prepare(model, args.rows)
+        PAGES.clear()
         prof = cProfile.Profile()
         original: Callable[..., Any] = backfill_pass.run
         inside: list[float] = []
 
         def profiled_run(*a: Any, **kw: Any) -> Any:  # runs on the worker's body thread
-            with connections["default"].execute_wrapper(timer):
-                t = time.perf_counter()
-                prof.enable()
-                try:
-                    return original(*a, **kw)
-                finally:
-                    prof.disable()
-                    inside.append(time.perf_counter() - t)
+            t0 = time.perf_counter()
+            prof.enable()
+            try:
+                return original(*a, **kw)
+            finally:
+                prof.disable()
+                inside.append(time.perf_counter() - t0)
 
         backfill_pass.run = profiled_run
         try:
-            done = sweep_by_backfill(sweep)
+            sweep_by_backfill(sweep)
         finally:
             backfill_pass.run = original
-        pages = len([p for p in PAGES if p[2]])
-        print(f"\n===== backfill pass: {done['elapsed'] * 1000:.0f} ms enqueue->worker exit, "
-              f"{inside[0] * 1000:.0f} ms in the pass (profiled), {pages} pages, "
+        print(f"\n===== backfill pass under cProfile (body thread only): {inside[0] * 1000:.0f} ms, "
               f"{inside[0] / pages * 1000:.2f} ms per page =====")
-        timer.print(inside[0])
-        print("\nper page (statement count / client ms per page):")
-        for name, ts in sorted(timer.times.items(), key=lambda kv: -sum(kv[1])):
-            print(f"  {name:60} {len(ts) / pages:5.2f} {sum(ts) / pages * 1000:7.3f}")
         for order in ("tottime", "cumulative"):
             out = io.StringIO()
             pstats.Stats(prof, stream=out).strip_dirs().sort_stats(order).print_stats(args.top)
             body = out.getvalue()
-            print(f"\ncProfile of the pass (body thread), top {args.top} by {order}:\n"
-                  + body[body.find("   ncalls"):].rstrip())
+            print(f"\ncProfile, top {args.top} by {order}:\n" + body[body.find("   ncalls"):].rstrip())
     finally:
         measure.drop_database()
 

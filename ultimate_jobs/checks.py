@@ -1,7 +1,8 @@
 """Internal: system checks, so ``manage.py check`` names a bad setting before the first tick.
 
 Ids: ``ultimate_jobs.E001`` a bad ``ULTIMATE_JOBS`` value; ``ultimate_jobs.E002`` a
-``DATABASE`` alias missing from ``DATABASES``. Ids are never reused.
+``DATABASE`` alias missing from ``DATABASES``; ``ultimate_jobs.E003`` a backfill whose ``requires``
+names a migration no installed app has. Ids are never reused.
 """
 
 from __future__ import annotations
@@ -28,3 +29,20 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                              hint="Name an alias from DATABASES, or leave DATABASE unset for 'default'.",
                              id="ultimate_jobs.E002")]
     return []
+
+
+@checks.register(checks.Tags.models)
+def check_backfill_requires(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A ``requires`` with a typo would hold its backfill back forever, as "migration pending"."""
+    from django.db.migrations.loader import MigrationLoader
+
+    from .backfill import registered_backfills
+
+    wanted = [b for b in registered_backfills() if b.requires is not None]
+    if not wanted:
+        return []
+    on_disk = MigrationLoader(None, ignore_no_migrations=True).disk_migrations
+    return [checks.Error(f"backfill {b.name!r} requires={b.requires!r}, but no installed app has that migration.",
+                         hint='Name an existing migration as "app_label.migration_name" (see showmigrations).',
+                         id="ultimate_jobs.E003")
+            for b in wanted if tuple(b.requires.split(".", 1)) not in on_disk]

@@ -327,3 +327,15 @@ def test_the_gate_is_a_dry_run_with_the_row_count(declare_backfill, jobs_clock) 
 
 def _state(name: str) -> str:
     return next(r["state"] for r in pending_backfills()["backfills"] if r["name"] == name)
+
+
+def test_manage_py_check_names_a_required_migration_that_does_not_exist(declare_backfill) -> None:
+    from ultimate_jobs.checks import check_backfill_requires
+
+    declare_backfill(name="bf.check.ok", source=lambda ctx: Post.objects.all(), handle=slugify_rows(),
+                     requires="testapp.0002_backfill_rows")
+    assert check_backfill_requires() == []
+    declare_backfill(name="bf.check.typo", source=lambda ctx: Post.objects.all(), handle=slugify_rows(),
+                     requires="testapp.0002_backfil_rows")
+    (error,) = check_backfill_requires()
+    assert error.id == "ultimate_jobs.E003" and "bf.check.typo" in error.msg and error.hint
