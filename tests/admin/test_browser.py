@@ -162,3 +162,37 @@ def test_a_view_only_user_sees_no_buttons_in_the_browser(browser, live_server) -
     assert page.locator("select[name=action]").count() == 0
     assert Job.objects.get(id=dead.id).state == "dead"
     page.close()
+
+
+def test_an_engineer_reads_which_backfill_passes_ran_and_opens_one(  # type: ignore[no-untyped-def]
+        browser, live_server, tmp_path: Path) -> None:
+    from tests.app.jobs import slug_backfill
+    from tests.app.models import Post
+    from ultimate_jobs.testing import run_job
+
+    User.objects.create_superuser("dba", "dba@example.com", "correct-horse")
+    Post.objects.bulk_create([Post(title=f"post {i}") for i in range(250)])
+    first = run_job(slug_backfill)
+    Post.objects.bulk_create([Post(title=f"late post {i}") for i in range(40)])
+    forced = run_job(slug_backfill, force=True)
+
+    page = browser.new_page(viewport={"width": 1600, "height": 900})
+    page.set_default_timeout(20_000)
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/ultimate_jobs/job/backfills/")
+    page.fill("#id_username", "dba")
+    page.fill("#id_password", "correct-horse")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#backfills")
+    declared = page.locator("#declared tr[data-backfill='tests.backfill.slugs']")
+    assert "completed" in declared.inner_text()
+    passes = page.locator("#backfills tbody tr")
+    assert passes.count() == 2
+    assert "250" in page.locator(f"tr[data-run='{first.run_id}']").inner_text()
+    assert "40" in page.locator(f"tr[data-run='{forced.run_id}']").inner_text()
+    _shot(page, "admin-backfills.png", tmp_path)
+
+    page.locator(f"tr[data-run='{first.run_id}'] a", has_text="job").click()
+    page.wait_for_selector("#job-backfill")
+    assert '"rows": 250' in page.inner_text("#job-backfill")
+    assert "batch:2" in page.inner_text("#job-steps")
+    page.close()
