@@ -65,9 +65,13 @@ class BackfillCLI(JobsCLI):
                     verdict["enqueued"] = ops.enqueue_backfill(name, force=force)
             except JobsError as err:
                 verdict = {"name": name, "verdict": "refused", "code": err.code, "reason": err.cause}
+            except Exception as exc:  # a broken source() or count() stops its own name, never the next
+                verdict = {"name": name, "verdict": "refused", "code": type(exc).__name__, "reason": str(exc)}
             outcomes.append(verdict)
             if not self.json:
                 self._say(verdict, dry_run=False)
+        if not names and not self.json:
+            self.console.print("nothing to sweep", markup=False)
         enqueued = [o for o in outcomes if "enqueued" in o]
         if wait and enqueued:
             self._wait(enqueued)

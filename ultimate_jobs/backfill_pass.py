@@ -88,7 +88,10 @@ def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
         ledger.complete(ctx.run_id, rows=rows, batches=batches, cursor=cursor)
     except Exception as exc:
         code = getattr(exc, "code", None)
-        if not (isinstance(exc, JobCancelled) and code in _NOT_A_FAILURE):
+        # The token's reason, not only the exception's: a step write refused after a lost lease
+        # raises X_ABORTED, but the row is the new owner's by then.
+        lost = ctx.cancelled.reason in _NOT_A_FAILURE or (isinstance(exc, JobCancelled) and code in _NOT_A_FAILURE)
+        if not lost:
             ledger.fail(ctx.run_id, code=code if isinstance(code, str) else type(exc).__name__, error=str(exc))
         raise
     log.info("jobs.backfill.completed name=%s run_id=%s batches=%s rows=%s", backfill.name, ctx.run_id, batches,

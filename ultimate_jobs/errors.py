@@ -171,7 +171,7 @@ X_BACKFILL_MIGRATION_PENDING = register(
 )
 X_BACKFILL_STALLED = register(
     "X_BACKFILL_STALLED", "Make count= and source= select the same rows (and handle= change what they select), "
-    "then enqueue with force=True."
+    "then enqueue the backfill again."
 )
 X_BACKFILL_SOURCE_INVALID = register(
     "X_BACKFILL_SOURCE_INVALID", "Return a QuerySet of model instances with a single-column primary key from "

@@ -134,7 +134,7 @@ def _ledger_row(run_id: UUID) -> dict[str, Any] | None:
     from .rows import plain
 
     row = BackfillRun.objects.using(_alias()).filter(run_id=run_id).values().first()
-    return None if row is None else {k: plain(v) for k, v in row.items()}
+    return None if row is None else {k: redact_text(v) if k == "last_error" else plain(v) for k, v in row.items()}
 
 
 def _outbox() -> Any:

@@ -20,6 +20,7 @@ from . import clock
 from .conf import get_settings
 from .declaration import check_queue_name, registered_jobs
 from .errors import X_JOB_INPUT_INVALID, JobsError
+from .redact import redact_text
 from .rows import alias, jobs, model, plain, write_now
 
 log = logging.getLogger("ultimate_jobs")
@@ -164,4 +165,5 @@ def backfill_runs(limit: int = 100, *, name: str | None = None, status: str | No
         rows = rows.filter(name=name)
     if status is not None:
         rows = rows.filter(status=status)
-    return [{k: plain(v) for k, v in row.items()} for row in rows.values()[: max(1, min(int(limit), 1000))]]
+    return [{k: redact_text(v) if k == "last_error" else plain(v) for k, v in row.items()}
+            for row in rows.values()[: max(1, min(int(limit), 1000))]]

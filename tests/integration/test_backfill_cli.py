@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 
 from tests.app.models import Post
 from ultimate_jobs import Worker
+from ultimate_jobs.declaration import _unregister
 from ultimate_jobs.models import BackfillRun, Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,15 +87,26 @@ def test_write_enqueues_once_and_a_completed_backfill_needs_force() -> None:
     assert ledger[1]["rows"] == 30 and ledger[0]["rows"] == 0  # the second pass found nothing left to fill
 
 
-def test_all_write_isolates_each_name(declare_backfill, settings) -> None:
+def test_all_write_isolates_each_name(declare_backfill) -> None:
     posts(5)
     declare_backfill(name="bf.cli.unmigrated", source=lambda ctx: Post.objects.all(), handle=lambda batch: None,
                      requires="testapp.0099_later")
+
+    def broken(ctx: object) -> object:
+        raise RuntimeError("source blew up")
+
+    declare_backfill(name="bf.cli.broken", source=broken, handle=lambda batch: None)
     code, out, err = cli("--all", "--write")
-    assert code == 1  # one refusal is reported...
+    assert code == 1  # the refusals are reported...
     assert "bf.cli.unmigrated: refused, X_BACKFILL_MIGRATION_PENDING" in err
+    assert "bf.cli.broken: refused, RuntimeError: source blew up" in err
     assert f"{SLUGS}: enqueued" in out  # ...and never stops the next name
     assert list(Job.objects.values_list("name", flat=True)) == [SLUGS]
+    work()
+    _unregister("bf.cli.unmigrated")
+    _unregister("bf.cli.broken")
+    code, out, _ = cli("--all", "--write")
+    assert code == 0 and "nothing to sweep" in out
 
 
 def test_unknown_names_and_bad_combinations_are_refused_with_exit_codes() -> None:
@@ -102,7 +114,8 @@ def test_unknown_names_and_bad_combinations_are_refused_with_exit_codes() -> Non
     assert code == 1 and "X_BACKFILL_NOT_FOUND" in err and SLUGS in err
     body = json.loads(cli("no-such-backfill", "--json")[1])
     assert body["error"]["code"] == "X_BACKFILL_NOT_FOUND" and body["error"]["fix"]
-    for args in ((SLUGS, "--pending"), ("--write",), ("--all", "--write", "--force"), (SLUGS, "--wait"), ()):
+    for args in ((SLUGS, "--pending"), ("--write",), ("--all", "--write", "--force"), (SLUGS, "--wait"), (),
+                 ("--pending", "--status", "failed")):
         with pytest.raises(CommandError) as caught:
             call_command("jobs_backfill", *args, stdout=StringIO(), stderr=StringIO())
         assert caught.value.returncode == 2, args

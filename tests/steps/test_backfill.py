@@ -339,3 +339,30 @@ def test_manage_py_check_names_a_required_migration_that_does_not_exist(declare_
                      requires="testapp.0002_backfil_rows")
     (error,) = check_backfill_requires()
     assert error.id == "ultimate_jobs.E003" and "bf.check.typo" in error.msg and error.hint
+
+
+def test_a_run_that_lost_its_lease_leaves_the_ledger_to_the_new_owner(declare_backfill, jobs_clock) -> None:
+    posts(30)
+
+    def lose_lease(batch: Any) -> None:
+        if batch.index == 1:  # what the heartbeat does when another worker re-claimed the run
+            batch.ctx.cancelled.set("X_JOB_LEASE_LOST")
+
+    trace = run_job(declare_backfill(name="bf.lost", source=lambda ctx: Post.objects.all(), handle=lose_lease,
+                                     batch=10))
+    row = BackfillRun.objects.get(run_id=trace.run_id)
+    assert row.status == "running" and row.error_code is None, (trace, row.status, row.error_code)
+
+
+def test_ledger_errors_pass_through_the_redactor(declare_backfill, jobs_clock) -> None:
+    from ultimate_jobs import Terminal
+
+    posts(3)
+
+    def leak(batch: Any) -> None:
+        raise Terminal("upstream refused: api_key=sk_live_123")
+
+    trace = run_job(declare_backfill(name="bf.leak", source=lambda ctx: Post.objects.all(), handle=leak))
+    assert "sk_live_123" in BackfillRun.objects.get(run_id=trace.run_id).last_error  # stored as raised
+    assert "sk_live_123" not in str(ops.backfill_runs(name="bf.leak"))
+    assert "sk_live_123" not in str(ops.get_job(trace.id)["backfill"])

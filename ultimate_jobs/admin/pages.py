@@ -6,6 +6,7 @@ the backfill ledger. Each reads one ``ops`` call; pausing and resuming (queues a
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlencode
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
@@ -95,7 +96,7 @@ def backfills_view(admin: JobAdmin) -> View:
         name = request.GET.get("name") or None
         report = ops.pending_backfills()
         runs = [{**run, "job_url": reverse("admin:ultimate_jobs_job_change", args=[run["job_id"]]),
-                 "runs_url": f"{reverse('admin:ultimate_jobs_job_changelist')}?name={run['name']}"}
+                 "runs_url": f"{reverse('admin:ultimate_jobs_job_changelist')}?{urlencode({'name': run['name']})}"}
                 for run in ops.backfill_runs(200, name=name)]
         return _render(admin, request, "backfills.html", "Backfill ledger", report=report, runs=runs, name=name)
     return view

@@ -57,6 +57,8 @@ class Command(BaseCommand):
         if options["all"] and options["force"]:
             raise CommandError("--all --force would sweep every completed backfill again; force them by name.",
                                returncode=2)
+        if not options["list"] and (options["ledger_name"] or options["status"] or options["limit"] != 100):
+            raise CommandError("--name, --status and --limit go with --list.", returncode=2)
         if options["wait"] and not options["write"]:
             raise CommandError("--wait follows what --write enqueued; add --write.", returncode=2)
         cli = BackfillCLI(self.stdout._out, self.stderr._out, json=options["json"])
