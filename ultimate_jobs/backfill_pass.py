@@ -91,7 +91,10 @@ def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
         # The token's reason, not only the exception's: a step write refused after a lost lease
         # raises X_ABORTED, but the row is the new owner's by then.
         lost = ctx.cancelled.reason in _NOT_A_FAILURE or (isinstance(exc, JobCancelled) and code in _NOT_A_FAILURE)
-        if not lost:
+        if lost and job_cancelled(ctx.job_id, ledger.alias):
+            # A lost lease is also how an operator's cancel reaches a body: no one owns the row now.
+            ledger.fail(ctx.run_id, code="X_ABORTED", error="the pass was cancelled")
+        elif not lost:
             ledger.fail(ctx.run_id, code=code if isinstance(code, str) else type(exc).__name__, error=str(exc))
         raise
     log.info("jobs.backfill.completed name=%s run_id=%s batches=%s rows=%s", backfill.name, ctx.run_id, batches,
@@ -129,6 +132,12 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
             break
         index += 1
     return batches, rows, cursor
+
+
+def job_cancelled(job_id: Any, database: str) -> bool:
+    from .models import Job
+
+    return Job.objects.using(database).filter(id=job_id, state="cancelled").exists()
 
 
 def read_source(backfill: Backfill, ctx: Any) -> QuerySet:

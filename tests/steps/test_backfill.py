@@ -366,3 +366,19 @@ def test_ledger_errors_pass_through_the_redactor(declare_backfill, jobs_clock) -
     assert "sk_live_123" in BackfillRun.objects.get(run_id=trace.run_id).last_error  # stored as raised
     assert "sk_live_123" not in str(ops.backfill_runs(name="bf.leak"))
     assert "sk_live_123" not in str(ops.get_job(trace.id)["backfill"])
+
+
+def test_an_operator_cancel_mid_sweep_marks_the_ledger_failed(declare_backfill, jobs_clock) -> None:
+    posts(30)
+
+    def cancel_midway(batch: Any) -> None:
+        if batch.index == 1:
+            ops.cancel_job(batch.ctx.job_id, reason="wrong table")
+            batch.ctx.cancelled.set("X_JOB_LEASE_LOST")  # what the next heartbeat tells the body
+
+    trace = run_job(declare_backfill(name="bf.cancelled", source=lambda ctx: Post.objects.all(),
+                                     handle=cancel_midway, batch=10))
+    assert trace.state == "cancelled"
+    row = BackfillRun.objects.get(run_id=trace.run_id)
+    assert (row.status, row.error_code) == ("failed", "X_ABORTED")
+    assert _state("bf.cancelled") == "failed"
