@@ -648,10 +648,14 @@ class PostgresStore:
     Statements go through a psycopg ``Cursor`` on the Django connection itself (same session,
     same transaction, so an enqueue inside ``atomic()`` commits or rolls back with the caller):
     server-side binding sends parameters (and the arrays of a batch) in binary, which Django's
-    default client-side cursor does not. Errors are re-raised as Django's. Statements are prepared
-    only when the database's ``OPTIONS`` ask for it (``"prepare_threshold": 5``): Django's default
-    is ``None`` (never), which is what PgBouncer before 1.21 in transaction mode needs; with it
-    set, the claim and settle are planned once (``bench/RESULTS.md`` measured 1.5x on a drain).
+    default client-side cursor does not. Errors are re-raised as Django's.
+
+    The hot statements (enqueue, claim, settle, heartbeat) are prepared on each connection:
+    planned once instead of on every call (``bench/RESULTS.md`` measured 1.5x on a drain).
+    Django's own connection never prepares, so the store asks per statement — unless the
+    database's ``OPTIONS`` name ``prepare_threshold`` themselves, which hands the decision back
+    to psycopg: ``"prepare_threshold": None`` turns it off (PgBouncer before 1.21 in transaction
+    mode cannot keep a prepared statement across transactions).
     """
 
     supports_listen_notify = True
@@ -661,6 +665,11 @@ class PostgresStore:
 
         self.alias = alias
         self._connections = connections
+
+    def _prepare(self) -> bool | None:
+        """``prepare=`` for a hot statement: True, or None when OPTIONS decide (see the class)."""
+        options = self._connections[self.alias].settings_dict.get("OPTIONS") or {}
+        return None if "prepare_threshold" in options else True
 
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
@@ -677,13 +686,15 @@ class PostgresStore:
         """Insert ``rows`` (distinct keys); answer ``(id, run_id, deduped)`` per row, in order."""
         answers: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
         pending = list(rows)
+        prepare = self._prepare()
         with self._cursor() as cursor:
             for _ in range(5):
                 if len(pending) == 1:
                     cursor.execute(JOB_INSERT_ONE, {**_one(pending[0]), "now": now,
-                                                    "notify": pending[0].queue in notify})
+                                                    "notify": pending[0].queue in notify}, prepare=prepare)
                 else:
-                    cursor.execute(JOB_INSERT_MANY, {**_columns(pending), "now": now, "notify": list(notify)})
+                    cursor.execute(JOB_INSERT_MANY, {**_columns(pending), "now": now, "notify": list(notify)},
+                                   prepare=prepare)
                 inserted = {row[0] for row in cursor.fetchall()}
                 missing = [r for r in pending if r.id not in inserted]
                 for r in pending:
@@ -707,12 +718,12 @@ class PostgresStore:
         with self._cursor() as cursor:
             cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
                                        "worker_id": worker_id, "visibility": visibility, "now": now,
-                                       "blocked": list(blocked_tenants)})
+                                       "blocked": list(blocked_tenants)}, prepare=self._prepare())
             return [ClaimedJob(*row) for row in cursor.fetchall()]
 
     def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
         with self._cursor() as cursor:
-            cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now))
+            cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=self._prepare())
             return {row[0] for row in cursor.fetchall()}
 
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
@@ -724,6 +735,7 @@ class PostgresStore:
         import psycopg
 
         wrapper = self._connections[self.alias]
+        prepare = self._prepare()
         with wrapper.wrap_database_errors:
             wrapper.ensure_connection()
             conn = wrapper.connection
@@ -731,12 +743,12 @@ class PostgresStore:
             claim_cursors: dict[str, Any] = {}
             with conn.pipeline(), conn.transaction():
                 if settle_cursor is not None:
-                    settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now))
+                    settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=prepare)
                 for queue, limit in claims.items():
                     cursor = claim_cursors[queue] = psycopg.Cursor(conn)
                     cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
                                                "worker_id": worker_id, "visibility": visibility, "now": now,
-                                               "blocked": list(blocked_tenants)})
+                                               "blocked": list(blocked_tenants)}, prepare=prepare)
             settled = {row[0] for row in settle_cursor.fetchall()} if settle_cursor is not None else set()
             claimed = {q: [ClaimedJob(*row) for row in c.fetchall()] for q, c in claim_cursors.items()}
         return settled, claimed
@@ -773,7 +785,8 @@ class PostgresStore:
                       now: datetime | None) -> set[UUID]:
         with self._cursor() as cursor:
             cursor.execute(JOB_HEARTBEAT, {"id": [h[0] for h in held], "claim": [h[1] for h in held],
-                                           "worker_id": worker_id, "visibility": visibility, "now": now})
+                                           "worker_id": worker_id, "visibility": visibility, "now": now},
+                           prepare=self._prepare())
             return {row[0] for row in cursor.fetchall()}
 
     def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
@@ -863,7 +876,7 @@ class PostgresStore:
 
     def step_list(self, *, run_id: UUID, now: datetime | None) -> list[StepRow]:
         with self._cursor() as cursor:
-            cursor.execute(STEP_LIST, {"run_id": run_id, "now": now})
+            cursor.execute(STEP_LIST, {"run_id": run_id, "now": now}, prepare=self._prepare())
             return [StepRow(*row) for row in cursor.fetchall()]
 
     def step_begin(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, wake_in: float | None,
@@ -879,7 +892,8 @@ class PostgresStore:
                       count: bool, now: datetime | None) -> str:
         with self._cursor() as cursor:
             cursor.execute(STEP_COMPLETE, {"job_id": job_id, "claim": claim, "run_id": run_id, "name": name,
-                                           "seq": seq, "output": output, "count": 1 if count else 0, "now": now})
+                                           "seq": seq, "output": output, "count": 1 if count else 0, "now": now},
+                           prepare=self._prepare())
             fenced, written = cursor.fetchone()
         return _verdict(fenced, written)
 
