@@ -115,8 +115,8 @@ def _resolve_targets(name: str, targets: Any) -> list[tuple[str, Callable[[Any],
         label = _label(name, target)
         method = _purge_method(name, target, label)
         if any(label == seen for seen, _ in resolved):
-            raise _refuse(name, f"two targets are labelled {label!r}; each target is one step, named by its "
-                          "label.", "Give each target its own name = \"...\" attribute.")
+            raise _refuse(name, f"two targets share the label {label!r} (a label names the target's step).",
+                          "Give each target its own name = \"...\" attribute.")
         resolved.append((label, method))
     if not resolved:
         raise _refuse(name, "targets is empty; a purge needs something to purge.",
@@ -132,8 +132,8 @@ def _label(name: str, target: Any) -> str:
     own = getattr(target, "name", None)  # a model's ``name`` field is a descriptor, not a string
     if isinstance(own, str):
         if not 1 <= len(own) <= MAX_LABEL_CHARS or not own.isprintable():
-            raise _refuse(name, f"target {target!r} has name={own!r}, which is not 1-{MAX_LABEL_CHARS} "
-                          "printable characters.", "Give the target a short name = \"...\" attribute.")
+            raise _refuse(name, f"a target has name={own!r}, which is not 1-{MAX_LABEL_CHARS} printable "
+                          "characters.", "Give the target a short name = \"...\" attribute.")
         return own
     return target.__name__ if isinstance(target, type) else type(target).__name__
 
@@ -146,7 +146,7 @@ def _purge_method(name: str, target: Any, label: str) -> Callable[[Any], Any]:
         manager = getattr(target, "_default_manager", None)  # a Django model whose manager purges
         method = None if manager is None else _bound(manager)
     if method is None:
-        raise _refuse(name, f"target {label!r} ({target!r}) has no callable purge_expired(now).", fix)
+        raise _refuse(name, f"target {label!r} has no callable purge_expired(now).", fix)
     try:
         inspect.signature(method).bind(None)
     except TypeError:

@@ -20,7 +20,8 @@ Targets, in order (each one step, ``purge:<name>``):
 
 Each deletes ``batch`` rows a transaction (1000; 1 to 10,000) until a batch comes back short,
 stopping early when the run is cancelled (a draining worker). Two passes at once share the work
-(``SKIP LOCKED``). Retries: 3 attempts, 1 minute apart; a target already done is not redone.
+(``SKIP LOCKED``). Retries: 3 attempts, backing off from 1 minute; a target already done is not
+redone.
 
 Logged events: ``jobs.retention.purged`` (once per target per pass, ``target=jobs|events``).
 """
