@@ -31,8 +31,8 @@ from storage and are not called again. The job's result is
 Options (default): ``name`` (required: the job's name and its idempotency key, so one pass of
 a purge is live at a time), ``targets`` (required, at least one), ``tenant`` (``NO_TENANT``),
 ``queue`` ("default"), ``retry`` (None: ``Retry()``), ``timeout`` (None). A target that works in
-batches may call ``ultimate_jobs.purge.cancelled()`` between them to stop early when the run is
-cancelled (a draining worker, an operator's cancel).
+batches may call ``cancelled()`` between them (``from ultimate_jobs.purge import cancelled``) to
+stop early when the run is cancelled (a draining worker, an operator's cancel).
 
 Refusals at declaration: ``X_JOB_DECLARATION_INVALID`` (a bad name, no targets, a target without
 a callable ``purge_expired(now)``, two targets with one label) and ``X_JOB_DUPLICATE`` (the name
