@@ -21,6 +21,7 @@ from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
 from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
 from .errors import JobCancelled, JobsError, RetryAfter, Terminal
 from .events import publish_event
+from .purge import purge
 from .retry import Retry, register_error_retry, retry_schedule
 from .scheduler import Scheduler
 from .tasks import TaskHandle, registered_tasks, task
@@ -51,6 +52,7 @@ __all__ = [
     "job",
     "pending_backfills",
     "publish_event",
+    "purge",
     "register_error_retry",
     "registered_backfills",
     "registered_jobs",

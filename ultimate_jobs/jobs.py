@@ -2,6 +2,7 @@
 
 ``ultimate_jobs.retention`` fires the retention purge hourly, at minute 17 UTC (off the top of
 the hour, where application tasks crowd). It is on by default; ``ops.pause_task`` turns it off.
+The purge takes no input (its batch size lives on its targets, ``ultimate_jobs.retention``).
 """
 
 from __future__ import annotations
@@ -10,4 +11,4 @@ from .retention import purge_retention
 from .tasks import task
 
 retention = task(name="ultimate_jobs.retention", cron="17 * * * *", tz="UTC", job=purge_retention,
-                 input={"batch": 1000}, catch_up="skip", max_catch_up=1)
+                 catch_up="skip", max_catch_up=1)

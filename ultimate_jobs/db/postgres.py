@@ -466,6 +466,23 @@ old AS (
 DELETE FROM ultimate_jobs_outboxentry AS d USING old WHERE d.id = old.id
 """
 
+EVENT_PURGE: LiteralString = """
+-- Delete up to %(limit)s events published longer than the retention ago that no open wait could
+-- still be answered by (an open wait on the name, begun no later than the publish: the waiting
+-- index serves it; its match is not consulted, so this errs on keeping). SKIP LOCKED lets two
+-- purges share the work. No ORDER BY: published_at has no index of its own, and any expired
+-- batch will do.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+old AS (
+    SELECT e.id FROM ultimate_jobs_jobevent AS e, t
+     WHERE e.published_at < t.now - %(retention)s * interval '1 second'
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_jobstep AS s
+                        WHERE s.event = e.name AND s.status = 'started' AND s.started_at <= e.published_at)
+     LIMIT %(limit)s
+       FOR UPDATE OF e SKIP LOCKED)
+DELETE FROM ultimate_jobs_jobevent AS d USING old WHERE d.id = old.id
+"""
+
 JOB_RELEASE_UNHELD: LiteralString = """
 -- Hand back rows running under this worker's id that it does not hold: a claim that committed
 -- after its connection dropped, so the worker never saw its answer. Uncounted (never ran).
@@ -870,6 +887,12 @@ class PostgresStore:
     def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
         with self._cursor() as cursor:
             cursor.execute(OUTBOX_PURGE, {"retention": retention, "now": now, "limit": limit})
+            return int(cursor.rowcount)
+
+    def event_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
+        """Delete one batch of events past ``retention`` that no open wait could match; answer how many."""
+        with self._cursor() as cursor:
+            cursor.execute(EVENT_PURGE, {"retention": retention, "now": now, "limit": limit})
             return int(cursor.rowcount)
 
     # -- durable runs ----------------------------------------------------------------------------

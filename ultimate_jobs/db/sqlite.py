@@ -246,6 +246,19 @@ DELETE FROM ultimate_jobs_outboxentry
  WHERE id IN (SELECT id FROM ultimate_jobs_outboxentry WHERE published_at < %s ORDER BY published_at LIMIT %s)
 """
 
+EVENT_PURGE: LiteralString = """
+-- Delete up to the limit of events published longer than the retention ago that no open wait
+-- could still be answered by (an open wait on the name, begun no later than the publish; its
+-- match is not consulted, so this errs on keeping).
+DELETE FROM ultimate_jobs_jobevent
+ WHERE id IN (
+    SELECT e.id FROM ultimate_jobs_jobevent AS e
+     WHERE e.published_at < %s
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_jobstep AS s
+                        WHERE s.event = e.name AND s.status = 'started' AND s.started_at <= e.published_at)
+     LIMIT %s)
+"""
+
 # -- durable runs ---------------------------------------------------------------------------------
 
 STEP_LIST: LiteralString = """
@@ -668,6 +681,12 @@ class SqliteStore:
     def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
         with self._cursor() as cursor:
             cursor.execute(OUTBOX_PURGE, [ts((now or clock.now()) - timedelta(seconds=retention)), limit])
+            return int(cursor.rowcount)
+
+    def event_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
+        """Delete one batch of events past ``retention`` that no open wait could match; answer how many."""
+        with self._cursor() as cursor:
+            cursor.execute(EVENT_PURGE, [ts((now or clock.now()) - timedelta(seconds=retention)), limit])
             return int(cursor.rowcount)
 
     # -- durable runs ------------------------------------------------------------------------------
