@@ -14,14 +14,14 @@ Usage::
 The operator API is ``ultimate_jobs.ops``; test helpers are ``ultimate_jobs.testing``.
 """
 
-from .backfill import BackfillBatch, backfill, registered_backfills
+from .backfills import BackfillBatch, backfill, registered_backfills
 from .backfill_status import pending_backfills
 from .context import CancelToken, JobContext
 from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
 from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
 from .errors import JobCancelled, JobsError, RetryAfter, Terminal
 from .events import publish_event
-from .purge import purge
+from .purges import purge
 from .retry import Retry, register_error_retry, retry_schedule
 from .scheduler import Scheduler
 from .tasks import TaskHandle, registered_tasks, task

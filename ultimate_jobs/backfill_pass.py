@@ -39,7 +39,7 @@ from .errors import (
 from .pacer import Pacer
 
 if TYPE_CHECKING:
-    from .backfill import Backfill
+    from .backfills import Backfill
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -104,7 +104,7 @@ def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
 
 def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tuple[int, int, Any]:
     """Every page as its own step; answer (batches, rows, last cursor), replayed pages included."""
-    from .backfill import BackfillBatch
+    from .backfills import BackfillBatch
 
     pacer = Pacer(backfill.rate, owner=f"backfill {backfill.name!r}")
     batches = rows = 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backfill import Backfill, get_backfill, registered_backfills
+from .backfills import Backfill, get_backfill, registered_backfills
 from .backfill_ledger import Ledger
 from .backfill_pass import environment_refusal, migration_applied, parse_count, read_source
 from .conf import get_settings

@@ -36,7 +36,7 @@ def check_backfill_requires(app_configs: Any = None, **kwargs: Any) -> list[chec
     """A ``requires`` with a typo would hold its backfill back forever, as "migration pending"."""
     from django.db.migrations.loader import MigrationLoader
 
-    from .backfill import registered_backfills
+    from .backfills import registered_backfills
 
     wanted = [b for b in registered_backfills() if b.requires is not None]
     if not wanted:

@@ -160,7 +160,7 @@ X_STEP_NOT_RESOLVABLE = register(
 )
 
 
-# -- backfills (ultimate_jobs.backfill) ------------------------------------------------------------
+# -- backfills (ultimate_jobs.backfills) ------------------------------------------------------------
 X_BACKFILL_ENVIRONMENT = register(
     "X_BACKFILL_ENVIRONMENT", 'Run the backfill where its environments= lists ULTIMATE_JOBS["ENVIRONMENT"], or add '
     "this environment to the declaration."

@@ -1,5 +1,5 @@
 """The built-in retention purge: finished jobs and stored events are deleted once their retention
-has passed. It is a ``purge()`` (``ultimate_jobs.purge``) with two targets.
+has passed. It is a ``purge()`` (``ultimate_jobs.purges``) with two targets.
 
 Usage::
 
@@ -32,7 +32,7 @@ import logging
 from datetime import datetime
 
 from .conf import get_settings
-from .purge import cancelled, purge
+from .purges import cancelled, purge
 from .retry import Retry
 
 log = logging.getLogger("ultimate_jobs")

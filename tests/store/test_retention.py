@@ -118,7 +118,7 @@ def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_co
 def test_a_drained_pass_stops_between_batches_and_resumes_at_the_next_target(frozen_at, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from ultimate_jobs import retention
     from ultimate_jobs.db import store_for
-    from ultimate_jobs.purge import _running
+    from ultimate_jobs.purges import _running
     from ultimate_jobs.testing import run_job
 
     frozen_at(NOW)

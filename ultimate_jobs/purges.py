@@ -31,7 +31,7 @@ from storage and are not called again. The job's result is
 Options (default): ``name`` (required: the job's name and its idempotency key, so one pass of
 a purge is live at a time), ``targets`` (required, at least one), ``tenant`` (``NO_TENANT``),
 ``queue`` ("default"), ``retry`` (None: ``Retry()``), ``timeout`` (None). A target that works in
-batches may call ``cancelled()`` between them (``from ultimate_jobs.purge import cancelled``) to
+batches may call ``cancelled()`` between them (``from ultimate_jobs.purges import cancelled``) to
 stop early when the run is cancelled (a draining worker, an operator's cancel).
 
 Refusals at declaration: ``X_JOB_DECLARATION_INVALID`` (a bad name, no targets, a target without
