@@ -14,8 +14,8 @@ Usage::
 The operator API is ``ultimate_jobs.ops``; test helpers are ``ultimate_jobs.testing``.
 """
 
-from .backfills import BackfillBatch, backfill, registered_backfills
 from .backfill_status import pending_backfills
+from .backfills import BackfillBatch, backfill, registered_backfills
 from .context import CancelToken, JobContext
 from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
 from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
@@ -24,9 +24,9 @@ from .events import publish_event
 from .purges import purge
 from .retry import Retry, register_error_retry, retry_schedule
 from .scheduler import Scheduler
-from .tasks import TaskHandle, registered_tasks, task
 from .settled import Settled
 from .steps import Suspension
+from .tasks import TaskHandle, registered_tasks, task
 from .worker import Worker
 
 __all__ = [

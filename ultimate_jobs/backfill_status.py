@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backfills import Backfill, get_backfill, registered_backfills
 from .backfill_ledger import Ledger
 from .backfill_pass import environment_refusal, migration_applied, parse_count, read_source
+from .backfills import Backfill, get_backfill, registered_backfills
 from .conf import get_settings
 from .context import CancelToken, JobContext
 from .errors import X_BACKFILL_ENVIRONMENT, X_BACKFILL_MIGRATION_PENDING, X_BACKFILL_NOT_FOUND, JobsError

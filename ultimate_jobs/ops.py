@@ -58,8 +58,14 @@ from .backfill_status import enqueue_backfill, gate_backfill, pending_backfills
 from .conf import get_settings
 from .counters import counter_totals, counters
 from .doctor import doctor
-from .errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
-from .errors import X_STEP_NOT_FOUND, X_STEP_NOT_RESOLVABLE, X_STEP_OUTPUT_UNSERIALIZABLE
+from .errors import (
+    X_JOB_INPUT_INVALID,
+    X_JOB_NOT_FOUND,
+    X_STEP_NOT_FOUND,
+    X_STEP_NOT_RESOLVABLE,
+    X_STEP_OUTPUT_UNSERIALIZABLE,
+    JobsError,
+)
 from .ids import parse_uuid
 from .queues import (
     backfill_runs,
@@ -75,8 +81,7 @@ from .redact import redact, redact_text
 from .rows import LIST_FIELDS as _LIST_FIELDS
 from .rows import ROW_FIELDS as _ROW_FIELDS
 from .rows import alias as _alias
-from .rows import filter_jobs
-from .rows import id_prefix_range
+from .rows import filter_jobs, id_prefix_range
 from .rows import iso as _iso
 from .rows import jobs as _jobs
 from .rows import shape as _shape
@@ -203,7 +208,6 @@ def _id_prefix(query: Any, prefix: str) -> Any:
 
 # Scheduled tasks: pause_task, resume_task, paused_tasks, task_fires, next_task_run.
 from .tasks_ops import next_task_run, pause_task, paused_tasks, resume_task, task_fires  # noqa: E402,F401
-
 
 # -- durable runs: resolving a step whose outcome is unknown ----------------------------------------
 

@@ -21,7 +21,7 @@ from .conf import get_settings
 from .declaration import check_queue_name, registered_jobs
 from .errors import X_JOB_INPUT_INVALID, JobsError
 from .redact import redact_text
-from .rows import alias, jobs, model, plain, write_now
+from .rows import alias, jobs, plain, write_now
 
 log = logging.getLogger("ultimate_jobs")
 

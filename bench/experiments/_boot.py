@@ -15,6 +15,6 @@ if os.environ.get("CODE"):  # a bench/run.py --snapshot directory, else the work
 sys.path.append(str(ROOT))
 os.environ["BENCH_UJ_DB"] = f"bench_uj_exp_{os.getpid()}"
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-import django
+import django  # noqa: E402 - after the settings module is chosen
 
 django.setup()

@@ -11,6 +11,7 @@ import re
 import statistics
 
 import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
+
 from bench import measure
 
 measure.recreate_database()

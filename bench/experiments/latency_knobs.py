@@ -11,6 +11,7 @@ import statistics
 import sys
 
 import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
+
 from bench import measure
 from ultimate_jobs import enqueue as enq
 

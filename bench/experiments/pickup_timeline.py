@@ -13,6 +13,7 @@ import threading
 import time
 
 import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
+
 from bench import measure
 
 measure.recreate_database()

@@ -12,6 +12,7 @@ import statistics
 import time
 
 import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
+
 from bench import measure
 
 measure.recreate_database()

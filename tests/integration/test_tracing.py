@@ -31,7 +31,8 @@ def test_the_job_span_is_a_child_of_the_enqueuing_span(spans: InMemorySpanExport
     with trace.get_tracer("tests").start_as_current_span("POST /checkout") as request_span:
         r = jobs.noop.enqueue(key="traced")
     context = request_span.get_span_context()
-    assert Job.objects.get(id=r.id).traceparent == f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+    expected = f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+    assert Job.objects.get(id=r.id).traceparent == expected
     untraced = jobs.noop.enqueue(key="untraced")
     assert Job.objects.get(id=untraced.id).traceparent is None
     Worker(queues=["default"], burst=True).run(install_signals=False)

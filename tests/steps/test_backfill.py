@@ -60,7 +60,8 @@ def test_a_pass_pages_by_primary_key_one_step_per_page_and_records_the_ledger(de
     assert steps["batch:0"]["output"] == {"cursor": ids[99], "rows": 100}  # the cursor and a count, never rows
     assert steps["batch:2"]["output"] == {"cursor": ids[-1], "rows": 50}
     ledger = job["backfill"]
-    assert (ledger["status"], ledger["rows"], ledger["batches"], ledger["last_cursor"]) == ("completed", 250, 3, ids[-1])
+    assert (ledger["status"], ledger["rows"], ledger["batches"]) == ("completed", 250, 3)
+    assert ledger["last_cursor"] == ids[-1]
     assert ledger["run_id"] == job["run_id"] and ledger["started_at"] and ledger["completed_at"]
     assert ledger["checksum"] == next(b for b in registered_backfills() if b.name == "bf.pages").checksum
 

@@ -6,8 +6,8 @@ the backfill ledger. Each reads one ``ops`` call; pausing and resuming (queues a
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import urlencode
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied

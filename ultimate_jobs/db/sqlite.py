@@ -449,8 +449,8 @@ class SqliteStore:
             return []
         when = now or clock.now()
         stamp = ts(when)
-        blocked = ("\n       AND (tenant_id IS NULL OR tenant_id NOT IN ({}))".format(", ".join(["%s"] * len(blocked_tenants)))
-                   if blocked_tenants else "")
+        marks = ", ".join(["%s"] * len(blocked_tenants))
+        blocked = f"\n       AND (tenant_id IS NULL OR tenant_id NOT IN ({marks}))" if blocked_tenants else ""
         sql = JOB_CLAIM.format(names=", ".join(["%s"] * len(names)), blocked=blocked)
         params = [worker_id, ts(when + timedelta(seconds=visibility)), stamp, stamp, queue, stamp, *names,
                   *blocked_tenants, queue, limit]

@@ -8,5 +8,5 @@ from .operations import JobCounter, WorkerHeartbeat
 from .outbox import OutboxEntry
 from .scheduler import SchedulerLeader, SchedulerState
 
-__all__ = ["BackfillRun", "Job", "JobCounter", "JobEvent", "JobLease", "JobStep", "OutboxEntry", "QueuePause", "SchedulerLeader",
-           "SchedulerState", "WorkerHeartbeat"]
+__all__ = ["BackfillRun", "Job", "JobCounter", "JobEvent", "JobLease", "JobStep", "OutboxEntry", "QueuePause",
+           "SchedulerLeader", "SchedulerState", "WorkerHeartbeat"]

@@ -12,7 +12,8 @@ Usage::
 How it works: a reference run goes to its end with nothing injected, recording every step
 boundary it crosses — before each step's body (``before_step_body``; for ``once=True`` its
 ``started`` is already stored) and after each step's checkpoint committed
-(``after_checkpoint_commit``) — and the effects it caused. Then, for each boundary in turn, a fresh run of the same input is crashed there — a ``SimulatedCrash`` (a ``BaseException``,
+(``after_checkpoint_commit``) — and the effects it caused. Then, for each boundary in turn, a
+fresh run of the same input is crashed there — a ``SimulatedCrash`` (a ``BaseException``,
 like a SIGKILL nothing in the body can catch) leaves the row ``running`` and settles nothing, an
 ``atomic=True`` step's open transaction rolls back — its lease is left to lapse (the frozen clock
 moves past ``VISIBILITY_TIMEOUT`` and the rescue hands the row back, the attempt counted) and the
