@@ -6,6 +6,7 @@ Usage::
     .venv/bin/python bench/backfill.py --rows 1000000 --rounds 1
     .venv/bin/python bench/backfill.py --snapshot HEAD        # measure one commit while others edit the tree
     .venv/bin/python bench/backfill.py --profile              # where a page's time goes, then cProfile
+    .venv/bin/python bench/backfill.py --summary bench/results/backfill-STAMP.jsonl   # the table again
     .venv/bin/python -m bench.backfill ...                    # the same
 
 Not part of ``make test`` or ``make bench``: run it by hand against a PostgreSQL reachable as in
@@ -16,7 +17,8 @@ pacer never waits, its interval is under its 1 ms resolution), ``--rounds`` (3),
 (none: the working tree), ``--out`` (``bench/results/backfill-STAMP.jsonl``), ``--profile``
 (off: instead of the rounds, one database in this process: the loop and the pass timed piece by
 piece per page, by wrapping the functions named in ``split_backfill``, then one more pass under
-cProfile on the worker's body thread), ``--top`` (25 cProfile rows).
+cProfile on the worker's body thread), ``--top`` (25 cProfile rows), ``--summary FILE`` (print
+the table of a finished run's records instead of measuring).
 
 Two cases, each in a fresh process of its own (as ``bench/run.py``'s cases) on a freshly created
 and migrated ``bench_uj_<pid>`` database (dropped at the end), run in every round; the baseline
@@ -44,17 +46,21 @@ rows by one ``generate_series`` INSERT, ``VACUUM ANALYZE``d, then ``CHECKPOINT``
   settle). The worker's own exit after that (``Worker.close()``: its LISTEN thread notices the
   stop only at its 1 s ``notifies`` timeout) is recorded apart as ``backfill_worker_exit_ms``.
 - ``batch_ms`` -- wall / pages with rows.
-- ``cycle_ms`` -- the steady per-page time: median gap between two consecutive pages' UPDATEs
-  (SELECT + handle + whatever the machinery adds), so fixed start/finish costs are excluded.
-- ``update_ms`` -- median time of the UPDATE itself (the same in both; a sanity check).
-- ``fixed_ms`` -- wall minus pages x ``cycle_ms``: what the case spends outside its steady pages
-  (for the backfill: enqueue, claim, ledger open, steps read, the last empty page, settle, exit).
+- ``cycle_ms`` -- the steady per-page time: (last page's UPDATE start - first page's) / (pages - 1),
+  so the fixed start and finish costs are left out.
+- ``update_ms`` -- median time of the UPDATE itself: the same statement in both cases.
+- ``outside_ms`` -- median time from one page's UPDATE returning to the next one's starting: the
+  SELECT of the next page plus whatever the machinery adds around it (pacer, ledger, checkpoint).
+- ``fixed_ms`` -- wall before the first UPDATE and after the last one (for the backfill: enqueue,
+  claim, ledger open, steps read, the first SELECT; then the last empty page, ledger complete,
+  settle).
 - ``rss_peak_mib`` / ``rss_before_mib`` -- the process's resident set (psutil, every 50 ms during
   the timed part) at its highest, and just before it.
 
 The table shows medians over rounds and the ratio backfill / baseline (median of the per-round
-ratios: rows/s below 1.00x is the machinery's cost); ``overhead per batch`` is the backfill's
-cycle minus the baseline's, per round. No wall-clock limit is asserted anywhere.
+ratios: rows/s below 1.00x is the machinery's cost); the ms rows show the backfill's figure minus
+the baseline's in the same round, and ``overhead per batch, wall`` is (backfill wall - baseline
+wall) / pages. No wall-clock limit is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -178,7 +184,8 @@ def sweep_by_backfill(sweep: Any) -> dict[str, Any]:
     if job.state != "done" or stats["settled"] != 1 or not settled:
         raise RuntimeError(f"the pass ended {job.state} ({job.error_code}: {job.last_error}); "
                            f"worker stats {stats}")
-    return {"elapsed": settled[0] - t0, "exit_ms": (exited - settled[0]) * 1000, "result": job.result}
+    return {"start": t0, "end": settled[0], "elapsed": settled[0] - t0,
+            "exit_ms": (exited - settled[0]) * 1000, "result": job.result}
 
 
 class RssSampler:
@@ -207,21 +214,24 @@ class RssSampler:
         self.peak = max(self.peak, self.proc.memory_info().rss)
 
 
-def figures(prefix: str, elapsed: float, rows: int) -> dict[str, float]:
-    """The case's figures from its wall time and the pages' UPDATE timestamps."""
+def figures(prefix: str, start: float, end: float, rows: int) -> dict[str, float]:
+    """The case's figures from its start and end and the pages' UPDATE timestamps."""
     pages = [p for p in PAGES if p[2]]
     if sum(p[2] for p in pages) != rows:
         raise RuntimeError(f"{prefix}: updated {sum(p[2] for p in pages)} rows of {rows}")
-    gaps = [b[0] - a[0] for a, b in zip(pages, pages[1:], strict=False)]
-    cycle = statistics.median(gaps) if gaps else elapsed
+    elapsed = end - start
+    n = len(pages)
+    span = pages[-1][0] - pages[0][0]
+    outside = [b[0] - a[1] for a, b in zip(pages, pages[1:], strict=False)]
     return {
         f"{prefix}_rows_per_s": rows / elapsed,
-        f"{prefix}_batch_ms": elapsed / len(pages) * 1000,
-        f"{prefix}_cycle_ms": cycle * 1000,
+        f"{prefix}_batch_ms": elapsed / n * 1000,
+        f"{prefix}_cycle_ms": span / (n - 1) * 1000 if n > 1 else elapsed * 1000,
         f"{prefix}_update_ms": statistics.median(p[1] - p[0] for p in pages) * 1000,
-        f"{prefix}_fixed_ms": (elapsed - len(pages) * cycle) * 1000,
+        f"{prefix}_outside_ms": statistics.median(outside) * 1000 if outside else 0.0,
+        f"{prefix}_fixed_ms": ((pages[0][0] - start) + (end - pages[-1][1])) * 1000,
         f"{prefix}_elapsed_s": elapsed,
-        f"{prefix}_batches": float(len(pages)),
+        f"{prefix}_batches": float(n),
     }
 
 
@@ -232,17 +242,17 @@ def run_case(name: str, args: argparse.Namespace) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     with RssSampler() as rss:
         if name == "baseline":
-            t0 = time.perf_counter()
+            start = time.perf_counter()
             sweep_by_hand(model, args.batch)
-            elapsed = time.perf_counter() - t0
+            end = time.perf_counter()
         else:
             done = sweep_by_backfill(sweep)
-            elapsed, extra["result"] = done["elapsed"], done["result"]
+            start, end, extra["result"] = done["start"], done["end"], done["result"]
             extra["backfill_worker_exit_ms"] = done["exit_ms"]
     left = undone(model)
     if left:
         raise RuntimeError(f"{name}: {left} rows left undone")
-    return {**figures(name, elapsed, args.rows), **extra, f"{name}_rss_peak_mib": rss.peak / 2**20,
+    return {**figures(name, start, end, args.rows), **extra, f"{name}_rss_peak_mib": rss.peak / 2**20,
             f"{name}_rss_before_mib": rss.before / 2**20,
             f"{name}_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -287,7 +297,7 @@ def run_one(name: str, rnd: int, args: argparse.Namespace, env: dict[str, str]) 
     return rec
 
 
-def summarize(records: list[dict[str, Any]]) -> list[list[str]]:
+def summarize(records: list[dict[str, Any]], rows: int, batch: int) -> list[list[str]]:
     """Rows of the table: medians over rounds for each case, and the per-round ratio / difference."""
     from bench.report import spread
 
@@ -297,13 +307,14 @@ def summarize(records: list[dict[str, Any]]) -> list[list[str]]:
             by_round[rec["round"]][rec["case"]] = rec
     rounds = [r for r in by_round.values() if {"baseline", "backfill"} <= r.keys()]
     out = []
-    sweep = f"sweep {records[0]['rows']:,} rows, batch {records[0]['batch']:,}"
+    sweep = f"sweep {rows:,} rows, batch {batch:,}"
     for key, label, unit, compare in (
         ("rows_per_s", sweep, "rows/s", "ratio"),
         ("batch_ms", "wall per batch", "ms", "diff"),
         ("cycle_ms", "steady cycle per batch", "ms", "diff"),
-        ("update_ms", "the UPDATE alone, per batch", "ms", "diff"),
-        ("fixed_ms", "fixed cost (start + finish)", "ms", "diff"),
+        ("update_ms", "the UPDATE alone, per batch (median)", "ms", "diff"),
+        ("outside_ms", "outside the UPDATE, per batch (median)", "ms", "diff"),
+        ("fixed_ms", "before the first and after the last UPDATE", "ms", "diff"),
         ("rss_peak_mib", "peak RSS while sweeping", "MiB", "diff"),
     ):
         base = [r["baseline"][f"baseline_{key}"] for r in rounds]
@@ -355,9 +366,27 @@ def orchestrate(args: argparse.Namespace) -> None:
     finally:
         measure.drop_database()
     print(f"\nload average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print_summary(records, args.rows, args.batch)
+
+
+def print_summary(records: list[dict[str, Any]], rows: int, batch: int) -> None:
+    from bench import report
+
     header = ["metric", "hand-written loop", "backfill() on a Worker", "backfill vs loop (per round)"]
     report.print_table("backfill() sweep vs the hand-written keyset loop: medians (min-max, rounds)", header,
-                       summarize(records))
+                       summarize(records, rows, batch))
+
+
+def summary_main(path: Path) -> None:
+    """``--summary FILE``: the table again, from a finished run's records."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    ok = [r for r in records if "error" not in r]
+    if not ok:
+        raise SystemExit(f"{path}: no record without an error")
+    for rec in records:
+        print(f"round {rec['round']} {rec['case']:8} {rec.get('commit', '')} load={rec.get('load', 0):.2f} "
+              f"{rec.get('error', '')}")
+    print_summary(records, ok[0]["rows"], ok[0]["batch"])
 
 
 # -- the profile ----------------------------------------------------------------------------------
@@ -433,10 +462,19 @@ def profile_main(args: argparse.Namespace) -> None:
     import pstats
 
     os.environ["BENCH_UJ_DB"] = f"bench_uj_prof_{os.getpid()}"
-    from bench.run import setup_django
+    from bench.run import commit, setup_django, snapshot
 
+    if args.snapshot:  # as bench/run.py's sitecustomize does: the snapshot, never the editable install
+        code, os.environ["BENCH_UJ_COMMIT"] = snapshot(args.snapshot)
+        sys.path.insert(0, code)
+        sys.meta_path[:] = [f for f in sys.meta_path if "ultimate_jobs" not in getattr(f, "__module__", "")]
     setup_django()
     from django.db.models.query import QuerySet
+
+    import ultimate_jobs
+
+    print(f"ultimate_jobs {commit()} from {Path(ultimate_jobs.__file__).parent}; {args.rows:,} rows, "
+          f"batch {args.batch:,}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     from bench import measure
     from ultimate_jobs import backfill_pass
@@ -500,6 +538,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=RESULTS / f"backfill-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     ap.add_argument("--profile", action="store_true", help="profile one pass in this process instead")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--summary", type=Path, metavar="FILE", help="the table of a finished run's records")
     ap.add_argument("--case", choices=["baseline", "backfill"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rows < 1 or args.batch < 1:
@@ -512,6 +551,8 @@ def main() -> None:
     args = parse_args()
     if args.case:
         case_main(args)
+    elif args.summary:
+        summary_main(args.summary)
     elif args.profile:
         profile_main(args)
     else:
