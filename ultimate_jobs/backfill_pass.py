@@ -5,7 +5,8 @@ The order is what makes it safe to kill anywhere: the checks that need no ledger
 completed pass, then the pages run as steps ``batch:0``, ``batch:1``... Each page is read by
 keyset (``pk > cursor ORDER BY pk LIMIT batch``), so a resumed attempt replays the finished
 steps from storage and reopens the iteration at the cursor the last one left. Inside a page's
-step the pacer waits first, then the page is read and handled, then the ledger gets the totals.
+step the pacer waits first, then the page is read and handled, then the ledger gets the running
+totals (at most once a second; the completed row has the exact ones).
 
 Logged events: ``jobs.backfill.skipped``, ``jobs.backfill.checksum-moved`` (warning),
 ``jobs.backfill.completed``.
@@ -14,6 +15,7 @@ Logged events: ``jobs.backfill.skipped``, ``jobs.backfill.checksum-moved`` (warn
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
     from .backfills import Backfill
 
 log = logging.getLogger("ultimate_jobs")
+
+# The ledger's running totals are a report for people, written at most this often (seconds);
+# the completed row carries the exact ones. Once per page cost a commit per page (bench/RESULTS.md).
+LEDGER_EVERY = 1.0
 
 # A run that lost its claim must not write the ledger its new owner is writing; a drained run
 # goes back to the queue and its row stays "running".
@@ -109,6 +115,7 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
     pacer = Pacer(backfill.rate, owner=f"backfill {backfill.name!r}")
     batches = rows = 0
     cursor: Any = None
+    reported = [-LEDGER_EVERY]  # when the ledger last got this pass's totals (time.monotonic())
 
     def page(index: int, after: Any, rows_before: int) -> dict[str, Any]:
         pacer.wait(ctx.cancelled)  # inside the step: a replayed page pays no wait
@@ -118,7 +125,9 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
             return {"cursor": after, "rows": 0}
         backfill.handle_batch(BackfillBatch(rows=found, index=index, ctx=ctx))
         last = jsoncodec.loads(jsoncodec.dumps(found[-1].pk))  # the form the step stores
-        ledger.progress(ctx.run_id, rows=rows_before + len(found), batches=index + 1, cursor=last)
+        if time.monotonic() - reported[0] >= LEDGER_EVERY:  # a commit of its own: not one per page
+            ledger.progress(ctx.run_id, rows=rows_before + len(found), batches=index + 1, cursor=last)
+            reported[0] = time.monotonic()
         return {"cursor": last, "rows": len(found)}
 
     index = 0

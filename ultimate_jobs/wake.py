@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable
 log = logging.getLogger("ultimate_jobs")
 
 
+STOP_CHECK = 0.1  # seconds between looks at the stop flag while no notification arrives
+
+
 class Listener:
     """Calls ``on_wake(queue)`` for each notification on ``channel``: ``ultimate_jobs`` (jobs
     inserted, for workers) or ``ultimate_jobs_outbox`` (rows staged, for relays)."""
@@ -70,7 +73,9 @@ class Listener:
                 backoff = 0.1
                 self.on_wake("")  # a poll covers whatever was sent while nobody listened
                 while not self._stop.is_set():
-                    for note in self._conn.notifies(timeout=1.0):
+                    # A cancel does not interrupt notifies(): the timeout is what bounds stop(),
+                    # and so how long a --burst worker takes to return after its last job.
+                    for note in self._conn.notifies(timeout=STOP_CHECK):
                         if not self.queues or note.payload in self.queues or not note.payload:
                             self.on_wake(note.payload)
             except Exception as exc:  # the listener must outlive any connection failure
