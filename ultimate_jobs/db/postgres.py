@@ -659,6 +659,9 @@ def _one(row: JobRow) -> dict[str, Any]:
     }
 
 
+ONLY_WHEN_ASKED = 2**31 - 1  # a prepare_threshold no statement reaches by being run often
+
+
 class PostgresStore:
     """The store over a Django PostgreSQL connection alias.
 
@@ -688,14 +691,26 @@ class PostgresStore:
         options = self._connections[self.alias].settings_dict.get("OPTIONS") or {}
         return None if "prepare_threshold" in options else True
 
+    def _connect(self, wrapper: Any) -> Any:
+        """The open psycopg connection, able to prepare what the store asks to.
+
+        psycopg prepares nothing, ``prepare=True`` included, while ``prepare_threshold`` is None,
+        which is how Django opens it. A threshold no statement reaches by count leaves every
+        other statement unprepared (Django's own cursors bind client-side and never prepare).
+        """
+        wrapper.ensure_connection()
+        conn = wrapper.connection
+        if conn.prepare_threshold is None and self._prepare():
+            conn.prepare_threshold = ONLY_WHEN_ASKED
+        return conn
+
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
         import psycopg
 
         wrapper = self._connections[self.alias]
         with wrapper.wrap_database_errors:
-            wrapper.ensure_connection()
-            with psycopg.Cursor(wrapper.connection) as cursor:
+            with psycopg.Cursor(self._connect(wrapper)) as cursor:
                 yield cursor
 
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
@@ -754,8 +769,7 @@ class PostgresStore:
         wrapper = self._connections[self.alias]
         prepare = self._prepare()
         with wrapper.wrap_database_errors:
-            wrapper.ensure_connection()
-            conn = wrapper.connection
+            conn = self._connect(wrapper)
             settle_cursor = psycopg.Cursor(conn) if settlements else None
             claim_cursors: dict[str, Any] = {}
             with conn.pipeline(), conn.transaction():
