@@ -118,7 +118,8 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
     reported = [-LEDGER_EVERY]  # when the ledger last got this pass's totals (time.monotonic())
 
     def page(index: int, after: Any, rows_before: int) -> dict[str, Any]:
-        pacer.wait(ctx.cancelled)  # inside the step: a replayed page pays no wait
+        if not backfill.atomic:
+            pacer.wait(ctx.cancelled)  # inside the step: a replayed page pays no wait
         ordered = source.order_by("pk")
         found = list((ordered if after is None else ordered.filter(pk__gt=after))[: backfill.batch])
         if not found:
@@ -132,7 +133,10 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
 
     index = 0
     while True:
-        output = ctx.step.run(f"batch:{index}", lambda: page(index, cursor, rows))  # noqa: B023 - called now
+        name = f"batch:{index}"
+        if backfill.atomic and not _completed(ctx, name):
+            pacer.wait(ctx.cancelled)  # before the page's transaction opens, never inside it
+        output = ctx.step.run(name, lambda: page(index, cursor, rows), atomic=backfill.atomic)  # noqa: B023
         if not output["rows"]:
             break
         batches, rows, cursor = batches + 1, rows + output["rows"], output["cursor"]
@@ -141,6 +145,11 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
             break
         index += 1
     return batches, rows, cursor
+
+
+def _completed(ctx: Any, name: str) -> bool:
+    row = ctx.step.load().get(name)
+    return row is not None and row.status == "completed"
 
 
 def job_cancelled(job_id: Any, database: str) -> bool:

@@ -27,13 +27,17 @@ on), ``source`` (required: ``callable(ctx) -> QuerySet`` of model instances), ``
 (1,000 rows a page), ``rate`` (5 batches a second), ``requires`` (None: ``"app_label.0012_name"``,
 a migration that must be applied), ``environments`` (None: every one; else a list the
 ``ENVIRONMENT`` setting must be in), ``count`` (None: ``callable(ctx) -> int``, how many rows still
-match), ``queue`` ("default"), ``retry`` (``Retry()``), ``timeout`` (None: per attempt).
+match), ``atomic`` (False: True commits each page's writes on the jobs database together with its
+checkpoint), ``queue`` ("default"), ``retry`` (``Retry()``), ``timeout`` (None: per attempt).
 
 The pass reads the source in keyset pages by primary key (never OFFSET), one durable step per
 page named ``batch:<n>`` whose stored output is ``{"cursor": <last pk>, "rows": <count>}`` —
 never the rows — so a pass killed mid-sweep resumes at the page it stopped on, replaying finished
 pages from storage without reading them. The pacer's wait is spent inside the step, so the
-replay pays none. The idempotency key is the name: one live pass per name. Input: ``force``
+replay pays none. ``handle`` runs at least once per page; with ``atomic=True`` a page whose
+``handle`` writes only to the jobs database is applied exactly once (its writes roll back with
+a checkpoint that never landed), and the pacer waits before the page's transaction opens.
+The idempotency key is the name: one live pass per name. Input: ``force``
 (False): sweep again even though a completed pass is in the ledger (``BackfillRun``), into a new
 ledger row. The run's result is ``{"name", "batches", "rows", "skipped", "previous_run_id"}``.
 
@@ -94,13 +98,15 @@ class Backfill:
     environments: tuple[str, ...] | None
     count: Callable[[Any], Any] | None
     tenant: Any
+    atomic: bool = False
 
     def describe(self) -> dict[str, Any]:
         """The declaration as every surface reports it (plain JSON)."""
         return {"name": self.name, "queue": self.handle.queue, "batch": self.batch, "rate": self.rate,
                 "checksum": self.checksum, "requires": self.requires,
                 "environments": list(self.environments) if self.environments is not None else None,
-                "counts": self.count is not None, "tenant": "none" if self.tenant is NO_TENANT else "declared"}
+                "counts": self.count is not None, "tenant": "none" if self.tenant is NO_TENANT else "declared",
+                "atomic": self.atomic}
 
 
 # Stamped on the handle `backfill()` built, never registered by the app: a plain @job is never a
@@ -158,7 +164,7 @@ def _fingerprint(fn: Any, digest: Any) -> None:
 def backfill(*, name: str, tenant: Any = None, source: Callable[[Any], Any], handle: Callable[[BackfillBatch], Any],
              batch: int = DEFAULT_BATCH, rate: float = DEFAULT_RATE, requires: str | None = None,
              environments: Sequence[str] | None = None, count: Callable[[Any], Any] | None = None,
-             queue: str = "default", retry: Any = None, timeout: Any = None) -> JobHandle:
+             atomic: bool = False, queue: str = "default", retry: Any = None, timeout: Any = None) -> JobHandle:
     """Declare a backfill; see the module docstring for every option and refusal."""
     code = X_JOB_DECLARATION_INVALID
     name = check_job_name(name)
@@ -179,6 +185,8 @@ def backfill(*, name: str, tenant: Any = None, source: Callable[[Any], Any], han
         raise JobsError(code, f"{owner} declares batch={batch!r}; a batch is a whole number of rows from 1 to "
                         f"{MAX_BATCH:,}.", f"Set batch={DEFAULT_BATCH} (rows per statement and per durable step).")
     rate = check_rate(rate, owner=owner)
+    if not isinstance(atomic, bool):
+        raise JobsError(code, f"{owner}: atomic={atomic!r} must be True or False.")
     if requires is not None:
         app, _, migration = requires.partition(".") if isinstance(requires, str) else ("", "", "")
         if not app or not migration or "." in migration:
@@ -211,7 +219,7 @@ def backfill(*, name: str, tenant: Any = None, source: Callable[[Any], Any], han
                      retry=retry, timeout=timeout)
     declared = Backfill(name=name, handle=handle_job, source=source, handle_batch=handle, batch=batch, rate=rate,
                         checksum=checksum_of(source, handle), requires=requires, environments=environments,
-                        count=count, tenant=tenant)
+                        count=count, tenant=tenant, atomic=atomic)
     declaration["self"] = declared
     _declarations[handle_job] = declared
     return handle_job

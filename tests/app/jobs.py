@@ -295,4 +295,5 @@ def fill_slugs(batch) -> None:
 slug_backfill = backfill(name="tests.backfill.slugs", tenant=NO_TENANT, source=lambda ctx: Post.objects.filter(slug=""),
                          handle=fill_slugs, count=lambda ctx: Post.objects.filter(slug="").count(), batch=100,
                          rate=float(os.environ.get("TEST_BACKFILL_RATE", "1000")),
+                         atomic=os.environ.get("TEST_BACKFILL_ATOMIC") == "1",
                          retry=Retry(attempts=5, delay="50ms"))

@@ -104,6 +104,26 @@ def test_a_kill_between_a_pages_writes_and_its_checkpoint_leaves_no_row_unhandle
     assert set(per_row) == {f"slug:{pk}" for pk in ids} and set(per_row.values()) == {1}  # each row once
 
 
+def test_an_atomic_page_killed_before_its_checkpoint_rolls_back_and_every_row_is_counted(
+        started_worker: Start) -> None:
+    ids = seed_posts()
+    atomic = {**SHORT_LEASE, "TEST_BACKFILL_ATOMIC": "1"}  # the workers declare the pass atomic=True
+    victim = started_worker(env={**atomic, "ULTIMATE_JOBS_FAULTS": "after_step_body_before_checkpoint=kill@9"})
+    enqueued = slug_backfill.enqueue()
+    code, _ = wait_exit(victim, timeout=30)
+    assert code == -signal.SIGKILL
+    assert pages_done(enqueued.run_id) == 8
+    assert Post.objects.filter(slug="").count() == ROWS - 8 * BATCH  # page 8's writes died with its transaction
+
+    rescuer = started_worker(env=atomic)
+    wait_until(lambda: Job.objects.filter(id=enqueued.id, state="done").exists(), timeout=60,
+               procs=(rescuer,), what="the resumed sweep done")
+    job = ops.get_job(enqueued.id)
+    assert job["result"]["rows"] == ROWS and job["result"]["batches"] == ROWS // BATCH  # exact
+    effects = Counter(Effect.objects.filter(key__startswith="slug:").values_list("key", flat=True))
+    assert set(effects) == {f"slug:{pk}" for pk in ids} and set(effects.values()) == {1}  # each row once
+
+
 def test_sigterm_mid_sweep_drains_without_burning_an_attempt(started_worker: Start) -> None:
     seed_posts()
     worker = started_worker(env={"TEST_BACKFILL_RATE": "5"})  # 200 ms between pages: SIGTERM lands in a wait
