@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from .conf import get_settings
 from .purges import cancelled, purge
@@ -40,69 +41,59 @@ log = logging.getLogger("ultimate_jobs")
 MAX_BATCH = 10_000
 
 
-def _check_batch(batch: object) -> int:
-    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
-        raise ValueError(f"batch={batch!r} must be a whole number from 1 to {MAX_BATCH}")
-    return batch
+class _BatchedTarget:
+    """A purge target that deletes ``batch`` rows a statement until a statement comes back short
+    (or the run is cancelled), summing what each statement answered; one log line per pass."""
+
+    name = ""
+
+    def __init__(self, *, batch: int = 1000) -> None:
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+            raise ValueError(f"batch={batch!r} must be a whole number from 1 to {MAX_BATCH}")
+        self.batch = batch
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} batch={self.batch}>"
+
+    def delete_one_batch(self, store: Any, now: datetime) -> dict[str, int]:
+        """Delete at most ``self.batch`` rows; answer the counts, the first being the rows deleted."""
+        raise NotImplementedError
+
+    def purge_expired(self, now: datetime) -> dict[str, int]:
+        from .db import store_for
+
+        store = store_for()
+        totals: dict[str, int] = {}
+        while not cancelled():
+            counts = self.delete_one_batch(store, now)
+            for key, value in counts.items():
+                totals[key] = totals.get(key, 0) + value
+            totals["batches"] = totals.get("batches", 0) + 1
+            if next(iter(counts.values())) < self.batch:
+                break
+        log.info("jobs.retention.purged target=%s %s", self.name, " ".join(f"{k}={v}" for k, v in totals.items()))
+        return totals
 
 
-class FinishedJobs:
+class FinishedJobs(_BatchedTarget):
     """Finished jobs past ``DONE_RETENTION`` / ``DEAD_RETENTION``, with the steps of their runs."""
 
     name = "jobs"
 
-    def __init__(self, *, batch: int = 1000) -> None:
-        self.batch = _check_batch(batch)
-
-    def __repr__(self) -> str:
-        return f"<FinishedJobs batch={self.batch}>"
-
-    def purge_expired(self, now: datetime) -> dict[str, int]:
-        from .db import store_for
-
+    def delete_one_batch(self, store: Any, now: datetime) -> dict[str, int]:
         conf = get_settings()
-        store = store_for()
-        totals = {"jobs": 0, "steps": 0, "batches": 0}
-        while not cancelled():
-            jobs, steps = store.job_purge_finished(done_retention=conf.DONE_RETENTION,
-                                                   dead_retention=conf.DEAD_RETENTION, limit=self.batch,
-                                                   now=now)
-            totals["jobs"] += jobs
-            totals["steps"] += steps
-            totals["batches"] += 1
-            if jobs < self.batch:
-                break
-        log.info("jobs.retention.purged target=jobs jobs=%s steps=%s batches=%s", totals["jobs"],
-                 totals["steps"], totals["batches"])
-        return totals
+        jobs, steps = store.job_purge_finished(done_retention=conf.DONE_RETENTION, dead_retention=conf.DEAD_RETENTION,
+                                               limit=self.batch, now=now)
+        return {"jobs": jobs, "steps": steps}
 
 
-class StoredEvents:
+class StoredEvents(_BatchedTarget):
     """Published events past ``DEAD_RETENTION`` that no open wait could still be answered by."""
 
     name = "events"
 
-    def __init__(self, *, batch: int = 1000) -> None:
-        self.batch = _check_batch(batch)
-
-    def __repr__(self) -> str:
-        return f"<StoredEvents batch={self.batch}>"
-
-    def purge_expired(self, now: datetime) -> dict[str, int]:
-        from .db import store_for
-
-        retention = get_settings().DEAD_RETENTION
-        store = store_for()
-        totals = {"events": 0, "batches": 0}
-        while not cancelled():
-            events = store.event_purge(retention=retention, now=now, limit=self.batch)
-            totals["events"] += events
-            totals["batches"] += 1
-            if events < self.batch:
-                break
-        log.info("jobs.retention.purged target=events events=%s batches=%s", totals["events"],
-                 totals["batches"])
-        return totals
+    def delete_one_batch(self, store: Any, now: datetime) -> dict[str, int]:
+        return {"events": store.event_purge(retention=get_settings().DEAD_RETENTION, now=now, limit=self.batch)}
 
 
 finished_jobs = FinishedJobs()
