@@ -45,11 +45,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from . import clock, faults
 from .conf import get_settings
-from .db import OutboxRow, store_for
+from .db import OutboxRow, close_connection, store_for
 from .durations import to_seconds
 from .enqueue import JobRow, submit
 from .errors import X_CONFIG_INVALID, JobsError
@@ -263,7 +263,7 @@ class Relay:
                     self._backoff = min(max(self._backoff * 2, 0.05), 5.0)
                     log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id,
                                 exc, self._backoff)
-                    self._close_connection()
+                    close_connection(self.alias)
                     self._stopping.wait(self._backoff)
                     continue
                 self._backoff = 0.0
@@ -280,13 +280,8 @@ class Relay:
             if listener is not None:
                 listener.stop()
             if not main:
-                self._close_connection()
+                close_connection(self.alias)
             log.info("jobs.outbox.relay-stopped relay=%s published=%s failed=%s", self.relay_id,
                      self.stats["published"], self.stats["failed"])
         return dict(self.stats)
 
-    def _close_connection(self) -> None:
-        try:
-            connections[self.alias].close()
-        except Exception:  # an already-broken connection may fail to close; the next use re-dials
-            pass

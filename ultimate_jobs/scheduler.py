@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, transaction
 
 from . import faults, watermarks
 from .conf import get_settings
-from .db import LeaderLease, store_for
+from .db import LeaderLease, close_connection, store_for
 from .durations import to_seconds
 from .enqueue import submit
 from .errors import X_INVARIANT, JobsError
@@ -297,7 +297,7 @@ class Scheduler:
                                 exc, backoff)
                     self._states = None
                     self.leadership.forget()
-                    self._close_connection()
+                    close_connection(self.alias)
                     wait = backoff
                 if self.burst:
                     break
@@ -308,13 +308,8 @@ class Scheduler:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             if threading.current_thread() is not threading.main_thread():
-                self._close_connection()  # a role thread's connection dies with the thread: close it
+                close_connection(self.alias)  # a role thread's connection dies with the thread: close it
             log.info("jobs.scheduler.stopped holder=%s rounds=%s fired=%s jobs=%s", self.holder,
                      self.stats["rounds"], self.stats["fired"], self.stats["jobs"])
         return dict(self.stats)
 
-    def _close_connection(self) -> None:
-        try:
-            connections[self.alias].close()
-        except DatabaseError:  # an already-broken connection may fail to close; the next use re-dials
-            pass

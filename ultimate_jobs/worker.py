@@ -55,7 +55,7 @@ from . import clock, deadlines
 from . import settled as settled_hooks
 from .conf import get_settings
 from .context import CancelToken
-from .db import ClaimedJob, Settlement, store_for
+from .db import ClaimedJob, Settlement, close_connection, store_for
 from .declaration import JobHandle, check_queue_name, get_job_handle, registered_jobs
 from .errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, JobsError
 from .execute import run_attempt, run_attempt_async
@@ -512,7 +512,7 @@ class Worker:
                                                now=clock.sql_now())
         except _DB_ERRORS as exc:
             log.warning("jobs.heartbeat.failed worker=%s held=%s error=%r", self.worker_id, len(held), exc)
-            self._close_connection()
+            close_connection(self.alias)
             after = time.monotonic()
             for run in held:
                 # Asked on both sides of the call: a whole window with no landed renewal is a lost lease.
@@ -601,13 +601,8 @@ class Worker:
         self._pass_failed = True
         self._backoff = min(max(self._backoff * 2, 0.05), 5.0)
         log.warning("%s worker=%s error=%r retry_in=%.2fs", event, self.worker_id, exc, self._backoff)
-        self._close_connection()
+        close_connection(self.alias)
 
-    def _close_connection(self) -> None:
-        try:
-            connections[self.alias].close()
-        except Exception:  # an already-broken connection may fail to close; the next use re-dials
-            pass
 
     # -- the loop ----------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .store import ClaimedJob, LeaderLease, OutboxRow, Settlement, StepRow, Store
 
-__all__ = ["ClaimedJob", "LeaderLease", "OutboxRow", "Settlement", "StepRow", "Store", "store_for"]
+__all__ = ["ClaimedJob", "LeaderLease", "OutboxRow", "Settlement", "StepRow", "Store", "close_connection", "store_for"]
 
 _stores: dict[str, Store] = {}
 
@@ -33,3 +33,14 @@ def store_for(alias: str | None = None) -> Store:
                             "PostgreSQL or SQLite.", "Point ULTIMATE_JOBS['DATABASE'] at a PostgreSQL alias.")
         _stores[alias] = store
     return store
+
+
+def close_connection(alias: str) -> None:
+    """Close this thread's connection to ``alias``: a worker, relay or scheduler thread's connection
+    dies with the thread. A connection that is already broken may fail to close; the next use re-dials."""
+    from django.db import connections
+
+    try:
+        connections[alias].close()
+    except Exception:  # closing is best effort: the next use re-dials
+        pass
