@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -25,6 +25,7 @@ from django.utils.module_loading import import_string
 
 from . import clock
 from .conf import get_settings
+from .db.store import JobRow
 from .declaration import MAX_KEY_CHARS, check_queue_name
 from .durations import to_seconds
 from .errors import (
@@ -62,30 +63,6 @@ class EnqueueResult:
     run_id: UUID
     deduped: bool | None
     staged: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobRow:
-    """One validated row, ready for the store."""
-
-    id: UUID
-    run_id: UUID
-    name: str
-    queue: str
-    priority: int
-    payload: str
-    idempotency_key: str
-    tenant_id: str | None
-    enqueued_by: str | None
-    max_attempts: int
-    delay: float
-    run_at: datetime | None
-    concurrency_key: str | None
-    traceparent: str | None
-    dedupe_key: tuple[str, str, str] = field(init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dedupe_key", (self.name, self.tenant_id or "", self.idempotency_key))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

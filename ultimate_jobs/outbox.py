@@ -49,9 +49,9 @@ from django.db import DatabaseError, InterfaceError, OperationalError, transacti
 
 from . import clock, faults
 from .conf import get_settings
-from .db import OutboxRow, close_connection, store_for
+from .db import JobRow, close_connection, store_for
 from .durations import to_seconds
-from .enqueue import JobRow, submit
+from .enqueue import submit
 from .errors import X_CONFIG_INVALID, JobsError
 
 log = logging.getLogger("ultimate_jobs")
@@ -64,15 +64,6 @@ _CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 class _LeaseLost(Exception):
     """The publish transaction's mark matched fewer rows than it published: another relay holds them."""
-
-
-def job_row(record: OutboxRow) -> JobRow:
-    """The job a staged row becomes: its staged ids, its run_at fixed at staging."""
-    return JobRow(id=record.id, run_id=record.run_id, name=record.name, queue=record.queue,
-                  priority=record.priority, payload=record.payload, idempotency_key=record.idempotency_key,
-                  tenant_id=record.tenant_id, enqueued_by=record.enqueued_by,
-                  max_attempts=record.max_attempts, delay=0.0, run_at=record.run_at,
-                  concurrency_key=record.concurrency_key, traceparent=record.traceparent)
 
 
 class Relay:
@@ -118,7 +109,7 @@ class Relay:
             self.on_pass(self, published)
         return published
 
-    def _publish(self, batch: list[OutboxRow]) -> int:
+    def _publish(self, batch: list[JobRow]) -> int:
         try:
             self._commit(batch)
         except _LeaseLost as lost:
@@ -135,11 +126,11 @@ class Relay:
         log.info("jobs.outbox.published relay=%s count=%s", self.relay_id, len(batch))
         return len(batch)
 
-    def _commit(self, batch: Sequence[OutboxRow]) -> None:
+    def _commit(self, batch: Sequence[JobRow]) -> None:
         """Insert the jobs and mark the rows in one transaction; raise ``_LeaseLost`` (rolled back)
         when the fenced mark finds rows this relay no longer holds."""
         with transaction.atomic(using=self.alias):
-            results = submit([job_row(r) for r in batch], database=self.alias, direct=True)
+            results = submit(list(batch), database=self.alias, direct=True)
             faults.fault("relay_after_publish_before_mark")
             marked = self.store.outbox_mark_published(
                 published=[(r.id, result.id) for r, result in zip(batch, results, strict=True)],
@@ -147,7 +138,7 @@ class Relay:
             if len(marked) != len(batch):
                 raise _LeaseLost(f"{len(batch) - len(marked)} of the rows are held by another relay")
 
-    def _publish_one_by_one(self, batch: list[OutboxRow]) -> int:
+    def _publish_one_by_one(self, batch: list[JobRow]) -> int:
         """The fallback after a failed batch: in order, up to the failing row."""
         for index, record in enumerate(batch):
             try:

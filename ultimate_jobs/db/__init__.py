@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .store import ClaimedJob, LeaderLease, OutboxRow, Settlement, StepRow, Store
+from .store import ClaimedJob, JobRow, LeaderLease, Settlement, StepRow, Store
 
-__all__ = ["ClaimedJob", "LeaderLease", "OutboxRow", "Settlement", "StepRow", "Store", "close_connection", "store_for"]
+__all__ = ["ClaimedJob", "JobRow", "LeaderLease", "Settlement", "StepRow", "Store", "close_connection", "store_for"]
 
 _stores: dict[str, Store] = {}
 

@@ -13,13 +13,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import Any, LiteralString
 from uuid import UUID
 
-from .store import ALREADY_COMPLETED, FENCED_OUT, WRITTEN, ClaimedJob, LeaderLease, OutboxRow, Settlement, StepRow
-
-if TYPE_CHECKING:
-    from ..enqueue import JobRow
+from .store import ALREADY_COMPLETED, FENCED_OUT, WRITTEN, ClaimedJob, JobRow, LeaderLease, Settlement, StepRow
 
 CHANNEL = "ultimate_jobs"
 OUTBOX_CHANNEL = "ultimate_jobs_outbox"  # relays listen here; workers never wake for a staged row
@@ -878,10 +875,10 @@ class PostgresStore:
                 cursor.execute(OUTBOX_STAGE_MANY, {**_columns(rows), "now": now, "notify": list(notify)})
 
     def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
-                     now: datetime | None) -> list[OutboxRow]:
+                     now: datetime | None) -> list[JobRow]:
         with self._cursor() as cursor:
             cursor.execute(OUTBOX_CLAIM, {"relay_id": relay_id, "limit": limit, "lease": lease, "now": now})
-            return [OutboxRow(*row) for row in cursor.fetchall()]
+            return [JobRow.staged(*row) for row in cursor.fetchall()]
 
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
                               now: datetime | None) -> set[UUID]:

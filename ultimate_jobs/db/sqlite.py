@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import Any, LiteralString
 from uuid import UUID
 
 from .. import clock, jsoncodec
-from .store import ALREADY_COMPLETED, FENCED_OUT, WRITTEN, ClaimedJob, LeaderLease, OutboxRow, Settlement, StepRow
-
-if TYPE_CHECKING:
-    from ..enqueue import JobRow
+from .store import ALREADY_COMPLETED, FENCED_OUT, WRITTEN, ClaimedJob, JobRow, LeaderLease, Settlement, StepRow
 
 JOB_INSERT_ROW: LiteralString = (
     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, %s)"
@@ -649,14 +646,14 @@ class SqliteStore:
             cursor.execute(OUTBOX_STAGE_MANY.format(rows=", ".join([OUTBOX_STAGE_ROW] * len(rows))), params)
 
     def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
-                     now: datetime | None) -> list[OutboxRow]:
+                     now: datetime | None) -> list[JobRow]:
         when = now or clock.now()
         lapsed = ts(when - timedelta(seconds=lease))
         with self._cursor() as cursor:
             cursor.execute(OUTBOX_CLAIM, [ts(when), relay_id, lapsed, lapsed, limit])
             rows = cursor.fetchall()
         rows.sort(key=lambda r: (r[13], r[0]))  # (staged_at, id): the text forms sort like the values
-        return [OutboxRow(_uuid(r[0]), _uuid(r[1]), *r[2:10], _aware(r[10]), r[11], r[12]) for r in rows]
+        return [JobRow.staged(_uuid(r[0]), _uuid(r[1]), *r[2:10], _aware(r[10]), r[11], r[12]) for r in rows]
 
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
                               now: datetime | None) -> set[UUID]:

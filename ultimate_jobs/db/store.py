@@ -8,12 +8,10 @@ The core (enqueue, worker, ops) speaks to a store, never to SQL: ``PostgresStore
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 from uuid import UUID
-
-if TYPE_CHECKING:
-    from ..enqueue import JobRow
 
 
 class ClaimedJob(NamedTuple):
@@ -84,8 +82,10 @@ class LeaderLease(NamedTuple):
     version: int
 
 
-class OutboxRow(NamedTuple):
-    """A claimed outbox row: the staged enqueue request, under the ids the job will carry."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRow:
+    """One validated row, ready for the store: an enqueue, or a staged outbox row being published
+    (under the ids it was staged with, ``delay`` 0 and its ``run_at`` fixed at staging)."""
 
     id: UUID
     run_id: UUID
@@ -97,9 +97,24 @@ class OutboxRow(NamedTuple):
     tenant_id: str | None
     enqueued_by: str | None
     max_attempts: int
-    run_at: datetime
+    delay: float
+    run_at: datetime | None
     concurrency_key: str | None
     traceparent: str | None
+    dedupe_key: tuple[str, str, str] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dedupe_key", (self.name, self.tenant_id or "", self.idempotency_key))
+
+    @classmethod
+    def staged(cls, id: UUID, run_id: UUID, name: str, queue: str, priority: int, payload: str,  # noqa: A002
+               idempotency_key: str, tenant_id: str | None, enqueued_by: str | None, max_attempts: int,
+               run_at: datetime, concurrency_key: str | None, traceparent: str | None) -> JobRow:
+        """A claimed outbox row, in the column order the stores select it."""
+        return cls(id=id, run_id=run_id, name=name, queue=queue, priority=priority, payload=payload,
+                   idempotency_key=idempotency_key, tenant_id=tenant_id, enqueued_by=enqueued_by,
+                   max_attempts=max_attempts, delay=0.0, run_at=run_at, concurrency_key=concurrency_key,
+                   traceparent=traceparent)
 
 
 class Store(Protocol):
@@ -153,7 +168,7 @@ class Store(Protocol):
                           notify: Sequence[str] = ()) -> None: ...
 
     def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
-                     now: datetime | None) -> list[OutboxRow]: ...
+                     now: datetime | None) -> list[JobRow]: ...
 
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
                               now: datetime | None) -> set[UUID]: ...
