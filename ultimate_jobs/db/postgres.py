@@ -21,6 +21,16 @@ from .store import ALREADY_COMPLETED, FENCED_OUT, WRITTEN, ClaimedJob, JobRow, L
 CHANNEL = "ultimate_jobs"
 OUTBOX_CHANNEL = "ultimate_jobs_outbox"  # relays listen here; workers never wake for a staged row
 
+# The rows of a batch as one array per column (sent in binary), unpacked into v: shared by the
+# insert and the outbox's staging, so both read a batch the same way.
+_JOB_ROWS_ARRAYS: LiteralString = """unnest(%(id)b::uuid[], %(run_id)b::uuid[], %(name)b::text[], %(queue)b::text[],
+                     %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
+                     %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
+                     %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
+                     %(traceparent)b::text[])
+           AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
+                max_attempts, delay, run_at, concurrency_key, traceparent)"""
+
 JOB_INSERT_MANY: LiteralString = """
 -- Insert validated rows; a row whose live key is held already is skipped: that is the dedupe.
 -- The conflict target repeats the live-key index exactly (expressions and predicate), and the
@@ -36,13 +46,7 @@ ins AS (
            v.payload::jsonb, v.idempotency_key, v.tenant_id, v.enqueued_by, 0, v.max_attempts,
            coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent,
            t.now, t.now
-      FROM t, unnest(%(id)b::uuid[], %(run_id)b::uuid[], %(name)b::text[], %(queue)b::text[],
-                     %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
-                     %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
-                     %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
-                     %(traceparent)b::text[])
-           AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
-                max_attempts, delay, run_at, concurrency_key, traceparent)
+      FROM t, """ + _JOB_ROWS_ARRAYS + """
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
        WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
     RETURNING j.id, j.queue),
@@ -348,13 +352,7 @@ staged AS (
     SELECT v.id, t.txid, t.now, v.run_id, v.name, v.queue, v.priority, v.payload, v.idempotency_key,
            v.tenant_id, v.enqueued_by, v.max_attempts,
            coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent
-      FROM t, unnest(%(id)b::uuid[], %(run_id)b::uuid[], %(name)b::text[], %(queue)b::text[],
-                     %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
-                     %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
-                     %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
-                     %(traceparent)b::text[])
-           AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
-                max_attempts, delay, run_at, concurrency_key, traceparent))
+      FROM t, """ + _JOB_ROWS_ARRAYS + """)
 SELECT count(pg_notify('ultimate_jobs_outbox', q.queue)) FROM unnest(%(notify)b::text[]) AS q(queue)
 """
 
