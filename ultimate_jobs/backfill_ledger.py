@@ -61,16 +61,13 @@ class Ledger:
         self.rows.filter(run_id=run_id).update(status="failed", error_code=code, last_error=error[:4000],
                                                updated_at=clock.now())
 
-    def newest_per_name(self) -> dict[str, BackfillRun]:
-        """The newest row of each name in the ledger (by ``started_at``)."""
+    def newest(self, names: list[str] | None = None) -> tuple[dict[str, BackfillRun], dict[str, BackfillRun]]:
+        """Per name (all, or ``names``): the newest row, and the newest completed row; one read."""
+        rows = self.rows if names is None else self.rows.filter(name__in=names)
         newest: dict[str, BackfillRun] = {}
-        for row in self.rows.order_by("name", "-started_at"):
+        completed: dict[str, BackfillRun] = {}
+        for row in rows.order_by("name", "-started_at"):
             newest.setdefault(row.name, row)
-        return newest
-
-    def completed_names(self) -> dict[str, BackfillRun]:
-        """The newest completed row of each name."""
-        done: dict[str, BackfillRun] = {}
-        for row in self.rows.filter(status="completed").order_by("name", "-completed_at"):
-            done.setdefault(row.name, row)
-        return done
+            if row.status == "completed":
+                completed.setdefault(row.name, row)
+        return newest, completed

@@ -38,14 +38,22 @@ UNSWEPT = ("pending", "failed")
 def pending_backfills(*, database: str | None = None) -> dict[str, Any]:
     """Every declared backfill with its state; answer ``{"environment", "backfills", "pending",
     "orphaned"}`` (``orphaned``: names in the ledger that nothing declares any more)."""
+    declarations = registered_backfills()
+    newest, rows = _states(declarations, Ledger(database), names=None)
+    names = {declared.name for declared in declarations}
+    return {"environment": get_settings().ENVIRONMENT, "backfills": rows,
+            "pending": [row["name"] for row in rows if row["state"] in UNSWEPT],
+            "orphaned": sorted(set(newest) - names)}
+
+
+def _states(declarations: list[Backfill], ledger: Ledger,
+            names: list[str] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ledger's newest rows (of ``names``, or all) and each declaration's report row."""
     from .models import Job
     from .models.jobs import LIVE_STATES
 
-    ledger = Ledger(database)
     environment = get_settings().ENVIRONMENT
-    newest = ledger.newest_per_name()
-    completed = ledger.completed_names()
-    declarations = registered_backfills()
+    newest, completed = ledger.newest(names)
     live = set(Job.objects.using(ledger.alias).filter(
         name__in=[d.name for d in declarations], state__in=LIVE_STATES).values_list("name", flat=True).distinct())
     rows = []
@@ -63,10 +71,7 @@ def pending_backfills(*, database: str | None = None) -> dict[str, Any]:
         rows.append({**declared.describe(), "state": state,
                      "checksum_moved": done is not None and done.checksum != declared.checksum,
                      "last_run": _run(row), "completed_run": _run(done)})
-    names = {declared.name for declared in declarations}
-    return {"environment": environment, "backfills": rows,
-            "pending": [row["name"] for row in rows if row["state"] in UNSWEPT],
-            "orphaned": sorted(set(newest) - names)}
+    return newest, rows
 
 
 def gate_backfill(name: str, *, force: bool = False, count_rows: bool = True,
@@ -80,7 +85,7 @@ def gate_backfill(name: str, *, force: bool = False, count_rows: bool = True,
     Raise ``X_BACKFILL_NOT_FOUND`` for a name no backfill declares.
     """
     declared = require_backfill(name)
-    report = next(row for row in pending_backfills(database=database)["backfills"] if row["name"] == name)
+    (report,) = _states([declared], Ledger(database), names=[name])[1]
     verdict: dict[str, Any] = {"name": name, "state": report["state"], "force": force, "code": None, "reason": None,
                                "rows": None, "checksum_moved": report["checksum_moved"],
                                "last_run": report["last_run"], "completed_run": report["completed_run"]}
