@@ -36,43 +36,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+class Declared:
+    """The declarations one test made (jobs, backfills, purges), forgotten when it ends."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def track(self, handle: Any) -> Any:
+        self.names.append(handle.name)
+        return handle
+
+    def forget(self) -> None:
+        for name in self.names:
+            _unregister(name)
+
+
 @pytest.fixture
-def declare() -> Iterator[Callable[..., object]]:
+def declared() -> Iterator[Declared]:
+    tracker = Declared()
+    yield tracker
+    tracker.forget()
+
+
+@pytest.fixture
+def declare(declared: Declared) -> Callable[..., Callable[[Callable[..., object]], object]]:
     """``declare(**job_options)(fn)``: a job that exists for one test only."""
     from ultimate_jobs import job
 
-    names: list[str] = []
-
-    def make(**options: object) -> Callable[[Callable[..., object]], object]:
-        def wrap(fn: Callable[..., object]) -> object:
-            handle = job(**options)(fn)
-            names.append(handle.name)
-            return handle
-
-        return wrap
-
-    yield make
-    for name in names:
-        _unregister(name)
+    return lambda **options: lambda fn: declared.track(job(**options)(fn))
 
 
 @pytest.fixture
-def declare_backfill() -> Iterator[Callable[..., Any]]:
-    """``declare_backfill(**options)``: a backfill that exists for one test only."""
+def declare_backfill(declared: Declared) -> Callable[..., Any]:
+    """``declare_backfill(**options)``: a backfill that exists for one test only (NO_TENANT and an
+    unthrottled rate unless given)."""
     from ultimate_jobs import NO_TENANT, backfill
 
-    names: list[str] = []
-
-    def make(**options: Any) -> Any:
-        options.setdefault("tenant", NO_TENANT)
-        options.setdefault("rate", 1000)
-        handle = backfill(**options)
-        names.append(handle.name)
-        return handle
-
-    yield make
-    for name in names:
-        _unregister(name)
+    return lambda **options: declared.track(backfill(**{"tenant": NO_TENANT, "rate": 1000, **options}))
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.app.models import Effect
+from tests.conftest import Declared
 from tests.scheduling import utc
 from ultimate_jobs import NO_TENANT, JobsError, Retry, job, purge, registered_jobs
-from ultimate_jobs.declaration import _unregister
 from ultimate_jobs.testing import crash_proof, record_effect, run_job
 
 NOW = utc(2026, 6, 1, 12, 0, 0)
@@ -48,18 +48,9 @@ class AuditLog:
 
 
 @pytest.fixture
-def declare_purge() -> Iterator[Callable[..., Any]]:
+def declare_purge(declared: Declared) -> Iterator[Callable[..., Any]]:
     """``declare_purge(**options)``: a purge that exists for one test only."""
-    names: list[str] = []
-
-    def make(**options: Any) -> Any:
-        handle = purge(**options)
-        names.append(handle.name)
-        return handle
-
-    yield make
-    for name in names:
-        _unregister(name)
+    yield lambda **options: declared.track(purge(**options))  # declared from this module
     AuditLog.calls.clear()
 
 
