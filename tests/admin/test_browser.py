@@ -26,6 +26,7 @@ from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
+WIDE = {"width": 1600, "height": 900}  # the pages the docs' screenshots show
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 
@@ -69,6 +70,19 @@ def _shot(page: Any, name: str, tmp_path: Path) -> Path:
     return path
 
 
+def _log_in(browser: Any, live_server: Any, path: str, username: str, password: str, ready: str,
+            **page_options: Any) -> Any:
+    """A new page, logged in through the admin's login form, landed on ``path`` once ``ready`` shows."""
+    page = browser.new_page(**page_options)
+    page.set_default_timeout(20_000)
+    page.goto(f"{live_server.url}/admin/login/?next={path}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_selector(ready)
+    return page
+
+
 def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(  # type: ignore[no-untyped-def]
         browser, live_server, declare, tmp_path: Path) -> None:
     @declare(name="payments.capture", queue="payments", idempotency_key="capture:{order_id}",
@@ -99,13 +113,8 @@ def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(  # type: i
     JobFactory(running=True, name="payments.capture", queue="payments", tenant_id="acme",
                idempotency_key="capture:3001", payload={"order_id": 3001, "shop": "acme", "card": card})
 
-    page = browser.new_page(viewport={"width": 1600, "height": 900})
-    page.set_default_timeout(20_000)
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/ultimate_jobs/job/")
-    page.fill("#id_username", "oncall")
-    page.fill("#id_password", "correct-horse")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#result_list")
+    page = _log_in(browser, live_server, "/admin/ultimate_jobs/job/", "oncall", "correct-horse", "#result_list",
+                   viewport=WIDE)
     page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")  # room for the table
     page.reload()
 
@@ -150,13 +159,8 @@ def test_a_view_only_user_sees_no_buttons_in_the_browser(browser, live_server) -
     viewer = User.objects.create_user("support", password="pw-support", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_job"))
     dead = JobFactory(dead=True)
-    page = browser.new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/ultimate_jobs/job/{dead.id}/change/")
-    page.fill("#id_username", "support")
-    page.fill("#id_password", "pw-support")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#job-state")
+    page = _log_in(browser, live_server, f"/admin/ultimate_jobs/job/{dead.id}/change/", "support", "pw-support",
+                   "#job-state")
     assert page.locator("#job-buttons").count() == 0
     page.goto(f"{live_server.url}/admin/ultimate_jobs/job/")
     assert page.locator("select[name=action]").count() == 0
@@ -176,13 +180,8 @@ def test_an_engineer_reads_which_backfill_passes_ran_and_opens_one(  # type: ign
     Post.objects.bulk_create([Post(title=f"late post {i}") for i in range(40)])
     forced = run_job(slug_backfill, force=True)
 
-    page = browser.new_page(viewport={"width": 1600, "height": 900})
-    page.set_default_timeout(20_000)
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/ultimate_jobs/job/backfills/")
-    page.fill("#id_username", "dba")
-    page.fill("#id_password", "correct-horse")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#backfills")
+    page = _log_in(browser, live_server, "/admin/ultimate_jobs/job/backfills/", "dba", "correct-horse", "#backfills",
+                   viewport=WIDE)
     declared = page.locator("#declared tr[data-backfill='tests.backfill.slugs']")
     assert "completed" in declared.inner_text()
     passes = page.locator("#backfills tbody tr")
