@@ -385,35 +385,24 @@ def test_an_operator_cancel_mid_sweep_marks_the_ledger_failed(declare_backfill, 
     assert _state("bf.cancelled") == "failed"
 
 
-def test_an_atomic_page_that_fails_leaves_nothing_behind_and_the_count_stays_exact(declare_backfill,
-                                                                                 jobs_clock) -> None:
+@pytest.mark.parametrize("atomic, rows, batches", [
+    (True, 45, 5),  # page 2's writes rolled back with it: it ran again whole, every row counted
+    (False, 35, 4),  # page 2's rows left the predicate source when it failed: handled, counted by no page
+], ids=["atomic", "not-atomic"])
+def test_a_page_failing_after_its_writes(declare_backfill, jobs_clock, atomic, rows, batches) -> None:
     posts(45)
 
     def flaky(batch: Any) -> None:
         Post.objects.filter(pk__in=[p.pk for p in batch.rows]).update(slug="done")
         if batch.index == 2 and batch.ctx.attempt == 1:
-            assert Post.objects.filter(slug="").count() == 15  # written, inside the page's transaction
+            assert Post.objects.filter(slug="").count() == 15  # written (inside the page's transaction if atomic)
             raise RuntimeError("after the write, before the checkpoint")
 
-    sweep = declare_backfill(name="bf.atomic", source=lambda ctx: Post.objects.filter(slug=""), handle=flaky,
-                             batch=10, rate=2, atomic=True, retry=Retry(attempts=2, delay="1s", jitter=False))
+    sweep = declare_backfill(name="bf.page-fails", source=lambda ctx: Post.objects.filter(slug=""), handle=flaky,
+                             batch=10, rate=2, atomic=atomic, retry=Retry(attempts=2, delay="1s", jitter=False))
     trace = run_job(sweep)
     assert trace.state == "done" and trace.attempt == 2
-    assert trace.result["rows"] == 45 and trace.result["batches"] == 5  # page 2 rolled back and ran again whole
-    assert steps_of(trace.run_id)["batch:2"].output["rows"] == 10
-    assert jobs_clock.pauses == [0.5] * 4  # paced the same, outside the transactions
-
-
-def test_a_predicate_source_without_atomic_counts_the_failed_pages_rows_under_no_page(declare_backfill,
-                                                                                    jobs_clock) -> None:
-    posts(45)
-
-    def flaky(batch: Any) -> None:
-        Post.objects.filter(pk__in=[p.pk for p in batch.rows]).update(slug="done")
-        if batch.index == 2 and batch.ctx.attempt == 1:
-            raise RuntimeError("after the write, before the checkpoint")
-
-    trace = run_job(declare_backfill(name="bf.nonatomic", source=lambda ctx: Post.objects.filter(slug=""),
-                                     handle=flaky, batch=10, retry=Retry(attempts=2, delay="1s", jitter=False)))
     assert not Post.objects.filter(slug="").exists()  # every row handled
-    assert trace.result["rows"] == 35 and trace.result["batches"] == 4  # page 2's rows left source uncounted
+    assert (trace.result["rows"], trace.result["batches"]) == (rows, batches)
+    assert steps_of(trace.run_id)["batch:2"].output["rows"] == 10
+    assert jobs_clock.pauses == [0.5] * (batches - 1)  # paced alike (outside the transactions when atomic)
