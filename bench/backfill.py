@@ -338,16 +338,9 @@ def summarize(records: list[dict[str, Any]], rows: int, batch: int) -> list[list
 
 
 def orchestrate(args: argparse.Namespace) -> None:
-    from bench.run import case_env, snapshot
+    from bench.run import boot_orchestrator, case_env, versions
 
-    code = None
-    if args.snapshot:
-        code, os.environ["BENCH_UJ_COMMIT"] = snapshot(args.snapshot)
-        sys.path.insert(0, code)
-    os.environ.setdefault("BENCH_UJ_DB", f"bench_uj_{os.getpid()}")
-    from bench.run import setup_django, versions
-
-    setup_django()
+    code = boot_orchestrator(args.snapshot)
     from bench import measure, report
 
     args.out.parent.mkdir(parents=True, exist_ok=True)

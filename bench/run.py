@@ -238,13 +238,20 @@ def case_env(code: str | None) -> dict[str, str]:
     return env
 
 
-def orchestrate(args: argparse.Namespace) -> None:
+def boot_orchestrator(rev: str | None) -> str | None:
+    """The orchestrating process: extract ``rev`` (when given) first on sys.path, name this
+    process's benchmark database, set Django up. Answer the snapshot's path for the cases' env."""
     code = None
-    if args.snapshot:
-        code, os.environ["BENCH_UJ_COMMIT"] = snapshot(args.snapshot)
+    if rev:
+        code, os.environ["BENCH_UJ_COMMIT"] = snapshot(rev)
         sys.path.insert(0, code)
     os.environ.setdefault("BENCH_UJ_DB", f"bench_uj_{os.getpid()}")
     setup_django()
+    return code
+
+
+def orchestrate(args: argparse.Namespace) -> None:
+    code = boot_orchestrator(args.snapshot)
     from bench import measure, peers, report
 
     metrics = [m for m in METRICS if m in args.metrics.split(",")]
