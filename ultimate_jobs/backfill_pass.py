@@ -34,7 +34,6 @@ from .errors import (
     X_JOB_INPUT_INVALID,
     X_JOB_LEASE_LOST,
     X_JOB_SLOT_LOST,
-    JobCancelled,
     JobsError,
     Terminal,
 )
@@ -94,9 +93,9 @@ def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
         ledger.complete(ctx.run_id, rows=rows, batches=batches, cursor=cursor)
     except Exception as exc:
         code = getattr(exc, "code", None)
-        # The token's reason, not only the exception's: a step write refused after a lost lease
-        # raises X_ABORTED, but the row is the new owner's by then.
-        lost = ctx.cancelled.reason in _NOT_A_FAILURE or (isinstance(exc, JobCancelled) and code in _NOT_A_FAILURE)
+        # The token's reason, not the exception's: a step write refused after a lost lease raises
+        # X_ABORTED, but the row is the new owner's by then.
+        lost = ctx.cancelled.reason in _NOT_A_FAILURE
         if lost and job_cancelled(ctx.job_id, ledger.alias):
             # A lost lease is also how an operator's cancel reaches a body: no one owns the row now.
             ledger.fail(ctx.run_id, code="X_ABORTED", error="the pass was cancelled")
