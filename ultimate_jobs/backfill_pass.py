@@ -4,9 +4,10 @@ The order is what makes it safe to kill anywhere: the checks that need no ledger
 (environment, source, migration), then the ledger answers whether this name already has a
 completed pass, then the pages run as steps ``batch:0``, ``batch:1``... Each page is read by
 keyset (``pk > cursor ORDER BY pk LIMIT batch``), so a resumed attempt replays the finished
-steps from storage and reopens the iteration at the cursor the last one left. Inside a page's
-step the pacer waits first, then the page is read and handled, then the ledger gets the running
-totals (at most once a second; the completed row has the exact ones).
+steps from storage and reopens the iteration at the cursor the last one left. Before a page that
+has no checkpoint the pacer waits (a replayed page pays nothing, and no wait is ever spent inside
+an ``atomic`` page's transaction); inside the page's step the page is read and handled, then the
+ledger gets the running totals (at most once a second; the completed row has the exact ones).
 
 Logged events: ``jobs.backfill.skipped``, ``jobs.backfill.checksum-moved`` (warning),
 ``jobs.backfill.completed``.
@@ -117,8 +118,6 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
     reported = [-LEDGER_EVERY]  # when the ledger last got this pass's totals (time.monotonic())
 
     def page(index: int, after: Any, rows_before: int) -> dict[str, Any]:
-        if not backfill.atomic:
-            pacer.wait(ctx.cancelled)  # inside the step: a replayed page pays no wait
         ordered = source.order_by("pk")
         found = list((ordered if after is None else ordered.filter(pk__gt=after))[: backfill.batch])
         if not found:
@@ -133,8 +132,8 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
     index = 0
     while True:
         name = f"batch:{index}"
-        if backfill.atomic and not _completed(ctx, name):
-            pacer.wait(ctx.cancelled)  # before the page's transaction opens, never inside it
+        if not _completed(ctx, name):  # a replayed page pays no wait; none is spent in a transaction
+            pacer.wait(ctx.cancelled)
         output = ctx.step.run(name, lambda: page(index, cursor, rows), atomic=backfill.atomic)  # noqa: B023
         if not output["rows"]:
             break

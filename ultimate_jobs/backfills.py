@@ -33,8 +33,8 @@ checkpoint), ``queue`` ("default"), ``retry`` (``Retry()``), ``timeout`` (None: 
 The pass reads the source in keyset pages by primary key (never OFFSET), one durable step per
 page named ``batch:<n>`` whose stored output is ``{"cursor": <last pk>, "rows": <count>}`` —
 never the rows — so a pass killed mid-sweep resumes at the page it stopped on, replaying finished
-pages from storage without reading them. The pacer's wait is spent inside the step, so the
-replay pays none. ``handle`` runs at least once per page; with ``atomic=True`` a page whose
+pages from storage without reading them. The pacer waits before each page that has no
+checkpoint yet, so the replay pays none. ``handle`` runs at least once per page; with ``atomic=True`` a page whose
 ``handle`` writes only to the jobs database is applied exactly once (its writes roll back with
 a checkpoint that never landed), and the pacer waits before the page's transaction opens.
 The idempotency key is the name: one live pass per name. Input: ``force``
