@@ -136,10 +136,10 @@ def get_job(job_id: str | UUID) -> dict[str, Any]:
 def _ledger_row(run_id: UUID) -> dict[str, Any] | None:
     """This run's backfill ledger row, or None (any other job, or a pass that was skipped)."""
     from .models import BackfillRun
-    from .rows import plain
+    from .queues import ledger_row
 
     row = BackfillRun.objects.using(_alias()).filter(run_id=run_id).values().first()
-    return None if row is None else {k: redact_text(v) if k == "last_error" else plain(v) for k, v in row.items()}
+    return None if row is None else ledger_row(row)
 
 
 def _outbox() -> Any:

@@ -165,5 +165,9 @@ def backfill_runs(limit: int = 100, *, name: str | None = None, status: str | No
         rows = rows.filter(name=name)
     if status is not None:
         rows = rows.filter(status=status)
-    return [{k: redact_text(v) if k == "last_error" else plain(v) for k, v in row.items()}
-            for row in rows.values()[: max(1, min(int(limit), 1000))]]
+    return [ledger_row(row) for row in rows.values()[: max(1, min(int(limit), 1000))]]
+
+
+def ledger_row(values: dict[str, Any]) -> dict[str, Any]:
+    """A ``BackfillRun`` row as ``ops`` answers it: JSON-ready, its error through the redactor."""
+    return {k: redact_text(v) if k == "last_error" else plain(v) for k, v in values.items()}
