@@ -18,3 +18,18 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
 import django  # noqa: E402 - after the settings module is chosen
 
 django.setup()
+
+
+def workers_use_env_python() -> None:
+    """Start the measured workers with ``$PY`` when a variant sets it (another venv), per case."""
+    from bench import measure
+
+    default = measure.worker_argv
+
+    def worker_argv(concurrency):  # type: ignore[no-untyped-def]
+        argv = default(concurrency)
+        if os.environ.get("PY"):
+            argv[0] = os.environ["PY"]
+        return argv
+
+    measure.worker_argv = worker_argv

@@ -10,7 +10,7 @@ import os
 import statistics
 import sys
 
-import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
+import _boot  # sets up Django on a throwaway bench database; see _boot.py
 
 from bench import measure
 
@@ -24,17 +24,7 @@ VARIANTS = {
     ),
     "synchronous_commit=off c=10": ({"PGOPTIONS": "-c synchronous_commit=off"}, 10),
 }
-_argv = measure.worker_argv
-
-
-def worker_argv(concurrency):
-    argv = _argv(concurrency)
-    if os.environ.get("PY"):
-        argv[0] = os.environ["PY"]
-    return argv
-
-
-measure.worker_argv = worker_argv
+_boot.workers_use_env_python()
 procs = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 res = {k: [] for k in VARIANTS}

@@ -10,7 +10,7 @@ import os
 import statistics
 import sys
 
-import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _boot.py)
+import _boot  # sets up Django on a throwaway bench database; see _boot.py
 
 from bench import measure
 from ultimate_jobs import enqueue as enq
@@ -24,17 +24,7 @@ VARIANTS = {
     "worker with synchronous_commit=off": {"PGOPTIONS": "-c synchronous_commit=off"},
     "worker with prepared statements": {"BENCH_PG_PREPARE_THRESHOLD": "0"},
 }
-_argv = measure.worker_argv
-
-
-def worker_argv(concurrency):
-    argv = _argv(concurrency)
-    if os.environ.get("PY"):
-        argv[0] = os.environ["PY"]
-    return argv
-
-
-measure.worker_argv = worker_argv
+_boot.workers_use_env_python()
 res = {k: [] for k in VARIANTS}
 default_wake = enq.WAKE_EVERY
 try:
