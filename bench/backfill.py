@@ -433,8 +433,10 @@ class Split:
 def split_backfill() -> Split:
     from django.db.models.query import QuerySet
 
-    from ultimate_jobs import backfill_ledger, pacer, progress, steps
     from ultimate_jobs.db.postgres import PostgresStore
+    from ultimate_jobs.factories import pacer
+    from ultimate_jobs.factories.backfill import ledger as backfill_ledger
+    from ultimate_jobs.runtime import progress, steps
 
     split = Split()
     split.wrap(steps.Steps, "run", "ctx.step.run: one whole step")
@@ -470,7 +472,7 @@ def profile_main(args: argparse.Namespace) -> None:
           f"batch {args.batch:,}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     from bench import measure
-    from ultimate_jobs import backfill_pass
+    from ultimate_jobs.factories.backfill import sweep as backfill_pass
 
     model, sweep = declare(args.batch, args.rate)
     try:

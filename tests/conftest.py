@@ -78,7 +78,7 @@ def declare_backfill(declared: Declared) -> Callable[..., Any]:
 @pytest.fixture(autouse=True)
 def _close_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Close every in-process Worker a test built, so no body thread keeps a connection open."""
-    from ultimate_jobs import worker as worker_module
+    from ultimate_jobs.runtime import worker as worker_module
 
     built: list[worker_module.Worker] = []
     original = worker_module.Worker.__init__

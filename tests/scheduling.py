@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ultimate_jobs import clock
-from ultimate_jobs.tasks import TaskHandle, _unregister, task
+from ultimate_jobs.schedule.declarations import TaskHandle, _unregister, task
 
 
 @pytest.fixture

@@ -12,22 +12,49 @@ Usage::
     send_receipt.enqueue(order_id=42)         # then: python manage.py jobs_worker
 
 The operator API is ``ultimate_jobs.ops``; test helpers are ``ultimate_jobs.testing``.
+
+Each public name is imported on first use (PEP 562), so ``import ultimate_jobs`` loads nothing
+else: settings modules and app modules can import it before Django's app registry is ready, and
+the modules below can import the models at their top. ``docs/architecture.md`` maps the package.
 """
 
-from .backfill_status import pending_backfills
-from .backfills import BackfillBatch, backfill, registered_backfills
-from .context import CancelToken, JobContext
-from .declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
-from .enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
-from .errors import JobCancelled, JobsError, RetryAfter, Terminal
-from .events import publish_event
-from .purges import purge
-from .retry import Retry, register_error_retry, retry_schedule
-from .scheduler import Scheduler
-from .settled import Settled
-from .steps import Suspension
-from .tasks import TaskHandle, registered_tasks, task
-from .worker import Worker
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from ultimate_jobs import _moved
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "BackfillBatch": "ultimate_jobs.factories.backfill.declaration",
+    "CancelToken": "ultimate_jobs.context",
+    "Concurrency": "ultimate_jobs.declaration",
+    "EnqueueResult": "ultimate_jobs.enqueue",
+    "JobCancelled": "ultimate_jobs.errors",
+    "JobContext": "ultimate_jobs.context",
+    "JobHandle": "ultimate_jobs.declaration",
+    "JobsError": "ultimate_jobs.errors",
+    "MAX_ENQUEUE_BATCH": "ultimate_jobs.enqueue",
+    "NO_TENANT": "ultimate_jobs.declaration",
+    "Retry": "ultimate_jobs.retry",
+    "RetryAfter": "ultimate_jobs.errors",
+    "Scheduler": "ultimate_jobs.schedule.scheduler",
+    "Settled": "ultimate_jobs.runtime.settled",
+    "Suspension": "ultimate_jobs.runtime.steps",
+    "TaskHandle": "ultimate_jobs.schedule.declarations",
+    "Terminal": "ultimate_jobs.errors",
+    "Worker": "ultimate_jobs.runtime.worker",
+    "backfill": "ultimate_jobs.factories.backfill.declaration",
+    "job": "ultimate_jobs.declaration",
+    "pending_backfills": "ultimate_jobs.factories.backfill.status",
+    "publish_event": "ultimate_jobs.events",
+    "purge": "ultimate_jobs.factories.purge",
+    "register_error_retry": "ultimate_jobs.retry",
+    "registered_backfills": "ultimate_jobs.factories.backfill.declaration",
+    "registered_jobs": "ultimate_jobs.declaration",
+    "registered_tasks": "ultimate_jobs.schedule.declarations",
+    "retry_schedule": "ultimate_jobs.retry",
+    "task": "ultimate_jobs.schedule.declarations",
+}
 
 __all__ = [
     "BackfillBatch",
@@ -60,3 +87,41 @@ __all__ = [
     "retry_schedule",
     "task",
 ]
+
+_moved.install()
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name, or a submodule such as ``ops`` or ``testing``, on first use."""
+    home = _EXPORTS.get(name)
+    if home is not None:
+        value = getattr(_importlib.import_module(home), name)
+        globals()[name] = value
+        return value
+    try:
+        return _importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if _TYPE_CHECKING:  # what a type checker and an IDE see: the same names, imported eagerly
+    from ultimate_jobs.context import CancelToken, JobContext
+    from ultimate_jobs.declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
+    from ultimate_jobs.enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
+    from ultimate_jobs.errors import JobCancelled, JobsError, RetryAfter, Terminal
+    from ultimate_jobs.events import publish_event
+    from ultimate_jobs.factories.backfill.declaration import BackfillBatch, backfill, registered_backfills
+    from ultimate_jobs.factories.backfill.status import pending_backfills
+    from ultimate_jobs.factories.purge import purge
+    from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
+    from ultimate_jobs.runtime.settled import Settled
+    from ultimate_jobs.runtime.steps import Suspension
+    from ultimate_jobs.runtime.worker import Worker
+    from ultimate_jobs.schedule.declarations import TaskHandle, registered_tasks, task
+    from ultimate_jobs.schedule.scheduler import Scheduler

@@ -15,8 +15,8 @@ class UltimateJobsConfig(AppConfig):
     def ready(self) -> None:
         import logging
 
-        from . import checks  # noqa: F401  (registers the system checks)
-        from .redact import RedactingFilter
+        from ultimate_jobs import checks  # noqa: F401  (registers the system checks)
+        from ultimate_jobs.redact import RedactingFilter
 
         logger = logging.getLogger("ultimate_jobs")
         if not any(isinstance(f, RedactingFilter) for f in logger.filters):

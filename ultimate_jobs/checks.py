@@ -12,12 +12,12 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from .errors import JobsError
+from ultimate_jobs.errors import JobsError
 
 
 @checks.register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    from .conf import get_settings
+    from ultimate_jobs.conf import get_settings
 
     get_settings.cache_clear()
     try:
@@ -36,7 +36,7 @@ def check_backfill_requires(app_configs: Any = None, **kwargs: Any) -> list[chec
     """A ``requires`` with a typo would hold its backfill back forever, as "migration pending"."""
     from django.db.migrations.loader import MigrationLoader
 
-    from .backfills import registered_backfills
+    from ultimate_jobs.factories.backfill.declaration import registered_backfills
 
     wanted = [b for b in registered_backfills() if b.requires is not None]
     if not wanted:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .context import CancelToken
+    from ultimate_jobs.context import CancelToken
 
 _frozen: datetime | None = None
 # The pauses taken on the frozen clock since it was frozen (``FrozenClock.pauses``): a test asserts

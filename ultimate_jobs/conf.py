@@ -37,8 +37,8 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .durations import to_seconds
-from .errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 
 DEFAULT_REDACT_KEYS = (
     "password", "passwd", "secret", "token", "api_key", "apikey",
@@ -107,7 +107,7 @@ class JobsSettings:
                                 '"auto" or "required".', 'Set OUTBOX to "auto" or "required".')
             values["OUTBOX"] = raw["OUTBOX"]
         if "QUEUES" in raw:
-            from .declaration import check_queue_name
+            from ultimate_jobs.declaration import check_queue_name
 
             queues = raw["QUEUES"]
             if isinstance(queues, str) or not isinstance(queues, list | tuple) or not queues:

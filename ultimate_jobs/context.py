@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from .errors import CODES, JobCancelled
+from ultimate_jobs.errors import CODES, JobCancelled
 
 CANCEL_REASONS = ("X_ABORTED", "X_DRAINING", "X_JOB_TIMEOUT", "X_JOB_LEASE_LOST", "X_JOB_SLOT_LOST")
 _CAUSES = {

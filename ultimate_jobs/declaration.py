@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .durations import to_seconds
-from .errors import (
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.errors import (
     X_IDEMPOTENCY_REQUIRED,
     X_INVARIANT,
     X_JOB_CALLED_DIRECTLY,
@@ -46,12 +46,12 @@ from .errors import (
     X_QUEUE_INVALID,
     JobsError,
 )
-from .retry import Retry
+from ultimate_jobs.retry import Retry
 
 QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.:-]{0,63}$")
 MAX_KEY_CHARS = 1000
 # Attempts a compensates=True row carries past its retry policy, so a crash on the final attempt
-# is claimed once more and unwinds (see ultimate_jobs.compensation).
+# is claimed once more and unwinds (see ultimate_jobs.runtime.compensation).
 UNWIND_MARGIN = 2
 WHEN_BUSY = ("wait", "fail")
 
@@ -249,7 +249,7 @@ class JobHandle:
 
         Raise ``X_JOB_INPUT_INVALID`` for a missing, unknown or unencodable argument.
         """
-        from . import jsoncodec
+        from ultimate_jobs import jsoncodec
 
         if isinstance(raw, str | bytes):
             try:
@@ -262,8 +262,8 @@ class JobHandle:
 
     def encode_input(self, values: Mapping[str, Any]) -> str:
         """The stored JSON text of one input; raise ``X_JOB_INPUT_INVALID`` when it does not fit."""
-        from . import jsoncodec
-        from .conf import get_settings
+        from ultimate_jobs import jsoncodec
+        from ultimate_jobs.conf import get_settings
 
         self.check_arguments(values)
         try:
@@ -334,7 +334,7 @@ class JobHandle:
               tenant_id: str | None = None, run_id: Any = None, enqueued_by: Any = None,
               database: str | None = None) -> Any:
         """Per-call options, Django's ``Task.using`` shape."""
-        from .enqueue import EnqueueOptions
+        from ultimate_jobs.enqueue import EnqueueOptions
 
         return EnqueueOptions.build(self, delay=delay, run_at=run_at, queue=queue, priority=priority,
                                     tenant_id=tenant_id, run_id=run_id, enqueued_by=enqueued_by, database=database)

@@ -11,7 +11,7 @@ import math
 import re
 from datetime import timedelta
 
-from .errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")

@@ -23,12 +23,12 @@ from uuid import UUID
 from django.db import connections
 from django.utils.module_loading import import_string
 
-from . import clock
-from .conf import get_settings
-from .db.store import JobRow
-from .declaration import MAX_KEY_CHARS, check_queue_name
-from .durations import to_seconds
-from .errors import (
+from ultimate_jobs import clock
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db.store import JobRow
+from ultimate_jobs.declaration import MAX_KEY_CHARS, check_queue_name
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.errors import (
     X_CONFIG_INVALID,
     X_JOB_ENQUEUE_BATCH_TOO_LARGE,
     X_JOB_INPUT_INVALID,
@@ -36,12 +36,12 @@ from .errors import (
     X_OUTBOX_NO_TX,
     JobsError,
 )
-from .ids import parse_uuid, uuid7
-from .tracing import current_traceparent
+from ultimate_jobs.ids import parse_uuid, uuid7
+from ultimate_jobs.tracing import current_traceparent
 
 if TYPE_CHECKING:
-    from .db import Store
-    from .declaration import JobHandle
+    from ultimate_jobs.db import Store
+    from ultimate_jobs.declaration import JobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -175,7 +175,7 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
     ``X_OUTBOX_NO_TX``. ``direct=True`` inserts even inside a transaction: the relay publishing
     staged rows in its own transaction.
     """
-    from .db import store_for
+    from ultimate_jobs.db import store_for
 
     store = store_for(database)
     first: dict[tuple[str, str, str], int] = {}

@@ -12,7 +12,7 @@ Every code is registered here exactly once with its default one-line fix, so an 
 never be raised with a code nobody documented (``docs/reference/errors.md`` lists them all).
 Subclasses exist only where a caller needs ``except``: ``JobCancelled``, ``Terminal``,
 ``RetryAfter``. Suspension of a durable run is control flow, not an error, and derives from
-``BaseException`` (see ``ultimate_jobs.steps``).
+``BaseException`` (see ``ultimate_jobs.runtime.steps``).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ X_TASK_NOT_FOUND = register(
 )
 
 
-# -- durable runs (ultimate_jobs.steps, .events, .settled, .testing) ---------------------------
+# -- durable runs (ultimate_jobs.runtime.steps, .events, .settled, .testing) ---------------------------
 X_STEP_DUPLICATE = register(
     "X_STEP_DUPLICATE", "Give every step.run/sleep/wait_for_event in one run its own deterministic name."
 )
@@ -160,7 +160,7 @@ X_STEP_NOT_RESOLVABLE = register(
 )
 
 
-# -- backfills (ultimate_jobs.backfills) ------------------------------------------------------------
+# -- backfills (ultimate_jobs.factories.backfill) -------------------------------------------------
 X_BACKFILL_ENVIRONMENT = register(
     "X_BACKFILL_ENVIRONMENT", 'Run the backfill where its environments= lists ULTIMATE_JOBS["ENVIRONMENT"], or add '
     "this environment to the declaration."

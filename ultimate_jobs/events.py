@@ -33,11 +33,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import clock, jsoncodec
-from .conf import get_settings
-from .errors import X_EVENT_INVALID, JobsError
-from .ids import uuid7
-from .steps import check_event_name
+from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.errors import X_EVENT_INVALID, JobsError
+from ultimate_jobs.ids import uuid7
+from ultimate_jobs.runtime.steps import check_event_name
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -48,7 +48,7 @@ def publish_event(event: str, payload: dict[str, Any], *, database: str | None =
     Raise ``X_EVENT_INVALID`` for a bad name or a payload that is not a JSON object under
     ``MAX_PAYLOAD_BYTES``.
     """
-    from .db import store_for
+    from ultimate_jobs.db import store_for
 
     check_event_name(event)
     if not isinstance(payload, dict):

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from django.db import OperationalError
 
-from .errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 
 log = logging.getLogger("ultimate_jobs")
 

@@ -34,7 +34,7 @@ def uuid7() -> uuid.UUID:
 
 def parse_uuid(value: object, *, subject: str = "id") -> uuid.UUID:
     """Accept a ``UUID`` or its lowercase canonical string; refuse anything else with ``X_ID_INVALID``."""
-    from .errors import X_ID_INVALID, JobsError
+    from ultimate_jobs.errors import X_ID_INVALID, JobsError
 
     if isinstance(value, uuid.UUID):
         return value

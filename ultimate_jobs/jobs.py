@@ -7,8 +7,8 @@ The purge takes no input (its batch size lives on its targets, ``ultimate_jobs.r
 
 from __future__ import annotations
 
-from .retention import purge_retention
-from .tasks import task
+from ultimate_jobs.factories.retention import purge_retention
+from ultimate_jobs.schedule.declarations import task
 
 retention = task(name="ultimate_jobs.retention", cron="17 * * * *", tz="UTC", job=purge_retention,
                  catch_up="skip", max_catch_up=1)

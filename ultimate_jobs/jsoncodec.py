@@ -1,4 +1,5 @@
-"""Internal: the one JSON encoding for payloads, results and step outputs.
+"""Internal: the one JSON encoding for payloads, results and step outputs, and the plain values
+(``iso``, ``plain``) the operator surfaces answer.
 
 JSON only (never pickle): ``UUID``, ``datetime``, ``date``, ``time``, ``timedelta`` and
 ``Decimal`` become strings through Django's ``DjangoJSONEncoder``. Refused: NaN and infinity,
@@ -9,7 +10,9 @@ nesting deeper than the encoder can follow, and anything over the caller's byte 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from django.core.serializers.json import DjangoJSONEncoder
 
@@ -78,3 +81,17 @@ def contains(doc: Any, sub: Any) -> bool:
     if isinstance(doc, bool) or isinstance(sub, bool):
         return isinstance(doc, bool) and isinstance(sub, bool) and doc == sub
     return bool(doc == sub) and (doc is None) == (sub is None)
+
+
+def iso(value: datetime | None) -> str | None:
+    """An aware datetime as ISO 8601 in UTC with a ``Z``; ``None`` stays ``None``."""
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def plain(value: Any) -> Any:
+    """UUIDs and datetimes as strings, so ``json.dumps`` takes the answer as it is."""
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return iso(value)
+    return value

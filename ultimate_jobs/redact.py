@@ -16,7 +16,7 @@ import logging
 import re
 from typing import Any
 
-from .conf import get_settings
+from ultimate_jobs.conf import get_settings
 
 REDACTED = "[redacted]"
 _SPACE = " \t\r\n"

@@ -22,8 +22,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .durations import to_seconds
-from .errors import X_JOB_DECLARATION_INVALID, JobsError, RetryAfter, Terminal
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError, RetryAfter, Terminal
 
 BACKOFFS = ("exponential", "linear", "fixed")
 CLASSES = ("terminal", "retry-after", "retryable")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import views
+from ultimate_jobs import views
 
 app_name = "ultimate_jobs"
 urlpatterns = [path("metrics", views.metrics, name="metrics")]

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .conf import get_settings
+from ultimate_jobs.conf import get_settings
 
 
 def _allowed(request: HttpRequest) -> bool:
@@ -38,7 +38,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="ultimate_jobs metrics"'
         return response
     try:
-        from .metrics import render
+        from ultimate_jobs.ops.metrics import render
 
         body, content_type = render()
     except ImportError:

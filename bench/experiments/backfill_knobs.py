@@ -27,7 +27,8 @@ import _boot  # noqa: F401  (sets up Django on a throwaway bench database; see _
 
 from bench import backfill as bench_backfill
 from bench import measure
-from ultimate_jobs import backfill_ledger, steps
+from ultimate_jobs.factories.backfill import ledger as backfill_ledger
+from ultimate_jobs.runtime import steps
 
 rows = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5

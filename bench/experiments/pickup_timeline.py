@@ -19,7 +19,7 @@ from bench import measure
 measure.recreate_database()
 import bench.jobs as bj
 from ultimate_jobs import Worker
-from ultimate_jobs import worker as wmod
+from ultimate_jobs.runtime import worker as wmod
 
 stamps = {}
 cur = {}

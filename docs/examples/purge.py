@@ -68,8 +68,8 @@ def run() -> None:
 def main() -> None:
     from django.core.management import call_command
 
+    from ultimate_jobs.factories.retention import purge_retention
     from ultimate_jobs.models import Job, JobEvent
-    from ultimate_jobs.retention import purge_retention
 
     call_command("migrate", verbosity=0)
     clock.freeze(NOW)

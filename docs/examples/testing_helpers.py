@@ -61,14 +61,7 @@ def careless(ctx, *, org: str) -> None:
 def main() -> None:
     from django.core.management import call_command
 
-    from ultimate_jobs.testing import (
-        assert_enqueued,
-        assert_not_enqueued,
-        crash_proof,
-        drain,
-        freeze_clock,
-        run_job,
-    )
+    from ultimate_jobs.testing import assert_enqueued, assert_not_enqueued, crash_proof, drain, freeze_clock, run_job
 
     call_command("migrate", verbosity=0)
     with freeze_clock():

@@ -19,7 +19,7 @@ from django.db import connection
 from tests.conftest import BACKEND, ROOT, WorkerProcess, wait_for
 from tests.scheduling import set_watermark
 from ultimate_jobs.models import Job, SchedulerLeader, SchedulerState
-from ultimate_jobs.tasks import occurrence_ms
+from ultimate_jobs.schedule.declarations import occurrence_ms
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.process]
 

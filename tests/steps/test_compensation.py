@@ -106,7 +106,7 @@ def test_once_with_unknown_outcome_stops_the_unwind(declare, jobs_clock) -> None
 def test_an_unwind_cancelled_midway_settles_nothing_and_one_that_breaks_is_retried(declare, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from django.db import OperationalError
 
-    from ultimate_jobs.steps import Steps
+    from ultimate_jobs.runtime.steps import Steps
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True, retry=1)
     def cancelled(ctx, *, k: str) -> None:

@@ -69,7 +69,7 @@ def test_a_pass_calls_every_target_with_one_clock_reading_and_answers_their_coun
                             "targets": {"sessions": 3, "AuditLog": {"rows": 7, "tables": 2}}}
     assert sessions.calls == AuditLog.calls == [NOW]  # one reading: both targets were given the same now
     assert sessions.calls[0].tzinfo is not None
-    from ultimate_jobs.purges import cancelled
+    from ultimate_jobs.factories.purge import cancelled
 
     assert cancelled() is False  # outside a purge run
     assert [(s.name, s.status, s.executions, s.output) for s in trace.steps.values()] == [

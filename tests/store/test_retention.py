@@ -25,7 +25,7 @@ def make(state: str, age: timedelta, run_id: object = None) -> Job:
 
 
 def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_at, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ultimate_jobs import retention
+    from ultimate_jobs.factories import retention
 
     monkeypatch.setattr(retention.finished_jobs, "batch", 2)
     frozen_at(NOW)
@@ -58,7 +58,7 @@ def test_retention_follows_the_settings(frozen_at, settings) -> None:  # type: i
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "DONE_RETENTION": "1h", "DEAD_RETENTION": "2d"}
     make("done", timedelta(hours=2))
     make("dead", DAY)
-    from ultimate_jobs.retention import purge_retention
+    from ultimate_jobs.factories.retention import purge_retention
 
     purge_retention.enqueue()
     Worker(queues=["default"], burst=True).run(install_signals=False)
@@ -100,7 +100,7 @@ def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_co
                            started_at=NOW - 150 * DAY, wake_at=NOW + DAY)
     JobStep.objects.create(run_id=uuid7(), name="done", status="completed", event="invoice.paid",
                            started_at=NOW - 300 * DAY)
-    from ultimate_jobs.retention import purge_retention
+    from ultimate_jobs.factories.retention import purge_retention
 
     result = purge_retention.enqueue()
     Worker(queues=["default"], burst=True).run(install_signals=False)
@@ -116,9 +116,9 @@ def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_co
 
 
 def test_a_drained_pass_stops_between_batches_and_resumes_at_the_next_target(frozen_at, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ultimate_jobs import retention
     from ultimate_jobs.db import store_for
-    from ultimate_jobs.purges import _running
+    from ultimate_jobs.factories import retention
+    from ultimate_jobs.factories.purge import _running
     from ultimate_jobs.testing import run_job
 
     frozen_at(NOW)

@@ -17,7 +17,7 @@ from tests.app import jobs
 from tests.scheduling import set_watermark, task_jobs, utc
 from ultimate_jobs import Scheduler, Worker, clock, faults, ops
 from ultimate_jobs.models import Job, SchedulerLeader, SchedulerState
-from ultimate_jobs.tasks import occurrence_ms
+from ultimate_jobs.schedule.declarations import occurrence_ms
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

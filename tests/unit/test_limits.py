@@ -1,7 +1,7 @@
 """Per-process limits: caps, blocked tenants, rate windows and bounded per-tenant state."""
 
-from ultimate_jobs import limits as limits_module
-from ultimate_jobs.limits import ProcessLimits
+from ultimate_jobs.runtime import limits as limits_module
+from ultimate_jobs.runtime.limits import ProcessLimits
 
 
 class Clock:

@@ -11,8 +11,8 @@ import pytest
 from tests.app import jobs
 from tests.scheduling import utc
 from ultimate_jobs import JobsError, ops, registered_tasks, task
-from ultimate_jobs.cron import Schedule
-from ultimate_jobs.tasks import _unregister
+from ultimate_jobs.schedule.cron import Schedule
+from ultimate_jobs.schedule.declarations import _unregister
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

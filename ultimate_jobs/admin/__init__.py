@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import Job
-from .jobs import JobAdmin
+from ultimate_jobs.admin.jobs import JobAdmin
+from ultimate_jobs.models import Job
 
 admin.site.register(Job, JobAdmin)
 

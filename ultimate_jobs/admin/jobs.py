@@ -24,14 +24,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from .. import clock, ops
-from ..conf import get_settings
-from ..declaration import get_job_handle, registered_jobs
-from ..errors import JobsError
-from ..models.jobs import LIVE_STATES, TERMINAL_STATES
-from ..redact import preview_json, redact_text
-from ..rows import id_prefix_range, is_id_prefix
-from . import pages
+from ultimate_jobs import clock, ops
+from ultimate_jobs.admin import pages
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.declaration import get_job_handle, registered_jobs
+from ultimate_jobs.errors import JobsError
+from ultimate_jobs.models.jobs import LIVE_STATES, TERMINAL_STATES
+from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix
+from ultimate_jobs.redact import preview_json, redact_text
 
 PREVIEW_CHARS = 1000
 STATE_COLOURS = {"ready": "#2a7ab0", "delayed": "#7a5ab0", "running": "#1f8a4c", "suspended": "#8a6d1f",

@@ -15,11 +15,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import ops
-from ..errors import X_NOT_IMPLEMENTED, JobsError
+from ultimate_jobs import ops
+from ultimate_jobs.errors import X_NOT_IMPLEMENTED, JobsError
 
 if TYPE_CHECKING:
-    from .jobs import JobAdmin
+    from ultimate_jobs.admin.jobs import JobAdmin
 
 View = Callable[..., HttpResponse]
 STATE_COLUMNS = ("ready", "delayed", "running", "suspended", "failed", "dead", "done", "cancelled")

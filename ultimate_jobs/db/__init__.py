@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .store import ClaimedJob, JobRow, LeaderLease, Settlement, StepRow, Store
+from ultimate_jobs.db.store import ClaimedJob, JobRow, LeaderLease, Settlement, StepRow, Store
 
 __all__ = ["ClaimedJob", "JobRow", "LeaderLease", "Settlement", "StepRow", "Store", "close_connection", "store_for"]
 
@@ -13,19 +13,19 @@ def store_for(alias: str | None = None) -> Store:
     """The store for ``alias`` (default: the ``DATABASE`` setting)."""
     from django.db import connections
 
-    from ..conf import get_settings
-    from ..errors import X_CONFIG_INVALID, JobsError
+    from ultimate_jobs.conf import get_settings
+    from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 
     alias = alias or get_settings().DATABASE
     store = _stores.get(alias)
     if store is None:
         vendor = connections[alias].vendor
         if vendor == "postgresql":
-            from .postgres import PostgresStore
+            from ultimate_jobs.db.postgres import PostgresStore
 
             store = PostgresStore(alias)
         elif vendor == "sqlite":
-            from .sqlite import SqliteStore
+            from ultimate_jobs.db.sqlite import SqliteStore
 
             store = SqliteStore(alias)
         else:

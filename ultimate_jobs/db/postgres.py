@@ -16,7 +16,16 @@ from datetime import datetime
 from typing import Any, LiteralString
 from uuid import UUID
 
-from .store import ALREADY_COMPLETED, FENCED_OUT, WRITTEN, ClaimedJob, JobRow, LeaderLease, Settlement, StepRow
+from ultimate_jobs.db.store import (
+    ALREADY_COMPLETED,
+    FENCED_OUT,
+    WRITTEN,
+    ClaimedJob,
+    JobRow,
+    LeaderLease,
+    Settlement,
+    StepRow,
+)
 
 CHANNEL = "ultimate_jobs"
 OUTBOX_CHANNEL = "ultimate_jobs_outbox"  # relays listen here; workers never wake for a staged row

@@ -14,8 +14,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 from uuid import UUID
 
-from .. import clock, jsoncodec
-from .store import ALREADY_COMPLETED, FENCED_OUT, WRITTEN, ClaimedJob, JobRow, LeaderLease, Settlement, StepRow
+from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.db.store import (
+    ALREADY_COMPLETED,
+    FENCED_OUT,
+    WRITTEN,
+    ClaimedJob,
+    JobRow,
+    LeaderLease,
+    Settlement,
+    StepRow,
+)
 
 JOB_INSERT_ROW: LiteralString = (
     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, %s)"

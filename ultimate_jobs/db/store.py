@@ -177,7 +177,7 @@ class Store(Protocol):
 
     def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int: ...
 
-    # -- durable runs (ultimate_jobs.steps, .events, .progress) ----------------------------------
+    # -- durable runs (ultimate_jobs.runtime.steps, .events, .progress) ----------------------------------
 
     def step_list(self, *, run_id: UUID, now: datetime | None) -> list[StepRow]: ...
 

@@ -1,12 +1,12 @@
 """Models: the job, event, outbox, scheduler, operator and backfill table groups, re-exported."""
 
-from .backfills import BackfillRun
-from .events import JobEvent
-from .jobs import Job, JobStep, QueuePause
-from .leases import JobLease
-from .operations import JobCounter, WorkerHeartbeat
-from .outbox import OutboxEntry
-from .scheduler import SchedulerLeader, SchedulerState
+from ultimate_jobs.models.backfills import BackfillRun
+from ultimate_jobs.models.events import JobEvent
+from ultimate_jobs.models.jobs import Job, JobStep, QueuePause
+from ultimate_jobs.models.leases import JobLease
+from ultimate_jobs.models.operations import JobCounter, WorkerHeartbeat
+from ultimate_jobs.models.outbox import OutboxEntry
+from ultimate_jobs.models.scheduler import SchedulerLeader, SchedulerState
 
 __all__ = ["BackfillRun", "Job", "JobCounter", "JobEvent", "JobLease", "JobStep", "OutboxEntry", "QueuePause",
            "SchedulerLeader", "SchedulerState", "WorkerHeartbeat"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from ..ids import uuid7
+from ultimate_jobs.ids import uuid7
 
 
 class JobEvent(models.Model):

@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
-from ..ids import uuid7
+from ultimate_jobs.ids import uuid7
 
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
 RUNNABLE_STATES = ("ready", "delayed", "suspended")

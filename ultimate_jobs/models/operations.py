@@ -1,6 +1,6 @@
 """Internal: the tables the operator surfaces read: live workers and outcome counters.
 
-``WorkerHeartbeat`` is one row per worker process, written by ``ultimate_jobs.presence`` once per
+``WorkerHeartbeat`` is one row per worker process, written by ``ultimate_jobs.runtime.presence`` once per
 heartbeat interval; a row whose ``expires_at`` passed belongs to a worker that died (it is not
 shown by ``ops.workers()`` and is deleted later by any live worker).
 

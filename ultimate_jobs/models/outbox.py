@@ -1,7 +1,7 @@
 """Internal: the outbox table: enqueues staged inside the caller's transaction, waiting for the relay.
 
 A row is the whole enqueue request, validated before it was written, under the ids the job will
-carry. ``claimed_at``/``claimed_by`` are a lease (see ``ultimate_jobs.outbox``); ``published_at``
+carry. ``claimed_at``/``claimed_by`` are a lease (see ``ultimate_jobs.outbox.relay``); ``published_at``
 and ``job_id`` record when it was published and which job it became (its own id, or the live job
 it deduplicated into). ``txid`` groups the rows of one staging transaction on PostgreSQL: rows of
 one group publish in ``(staged_at, id)`` order and never overtake each other.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from ..ids import uuid7
+from ultimate_jobs.ids import uuid7
 
 
 class OutboxEntry(models.Model):

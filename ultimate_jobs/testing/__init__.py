@@ -40,11 +40,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from .. import clock, jsoncodec
-from ..db import store_for
-from ..declaration import JobHandle, registered_jobs
-from ..durations import to_seconds
-from .runner import Runner
+from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.db import store_for
+from ultimate_jobs.declaration import JobHandle, registered_jobs
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.testing.runner import Runner
 
 __all__ = [
     "FrozenClock",
@@ -140,7 +140,7 @@ class Trace:
 
 def trace(job_id: UUID, *, database: str | None = None) -> Trace:
     """The trace of one job as stored now."""
-    from ..models import Job, JobStep
+    from ultimate_jobs.models import Job, JobStep
 
     alias = store_for(database).alias
     row = Job.objects.using(alias).get(id=job_id)
@@ -182,7 +182,7 @@ def drain(advance: Any = None, *, database: str | None = None) -> list[Trace]:
             raise RuntimeError("drain(advance=...) needs a frozen clock: use the jobs_clock fixture or "
                                "ultimate_jobs.testing.freeze_clock().")
         FrozenClock().advance(advance)
-    from ..models.jobs import RUNNABLE_STATES
+    from ultimate_jobs.models.jobs import RUNNABLE_STATES
 
     runner = Runner(database)
     names = [h.name for h in registered_jobs()]
@@ -201,7 +201,7 @@ def drain(advance: Any = None, *, database: str | None = None) -> list[Trace]:
 def _publish_staged(database: str | None) -> None:
     """Publish what the test staged in the outbox (an enqueue inside its transaction, as in a
     ``TestCase``), in this thread and transaction, as the relay would after a commit."""
-    from ..outbox import Relay
+    from ultimate_jobs.outbox import Relay
 
     Relay(database=database).drain()
 
@@ -251,8 +251,8 @@ def enqueued(handle: JobHandle, *, states: tuple[str, ...] | None = None, databa
     (compared in stored JSON form), oldest first, as ``{id, state, payload, run_at, ...}`` dicts.
     An enqueue staged in the outbox and not yet published (inside the test's transaction) counts
     as live, with state ``"staged"``."""
-    from ..models import Job, OutboxEntry
-    from ..models.jobs import LIVE_STATES
+    from ultimate_jobs.models import Job, OutboxEntry
+    from ultimate_jobs.models.jobs import LIVE_STATES
 
     states = LIVE_STATES if states is None else states
     wanted = jsoncodec.loads(jsoncodec.dumps(input))
@@ -282,7 +282,7 @@ def assert_enqueued(handle: JobHandle, *, count: int | None = None, states: tupl
 
 def assert_not_enqueued(handle: JobHandle, *, states: tuple[str, ...] | None = None, **input: Any) -> None:
     """Assert that no job of ``handle`` (in any state by default) has a payload matching ``input``."""
-    from ..models.jobs import STATES
+    from ultimate_jobs.models.jobs import STATES
 
     found = enqueued(handle, states=STATES if states is None else states, **input)
     if found:
@@ -295,4 +295,4 @@ def _describe(input: Mapping[str, Any]) -> str:
 
 
 # crash_proof, crash_at and SimulatedCrash (ultimate_jobs.testing.crash) build on the helpers above.
-from .crash import SimulatedCrash, crash_at, crash_proof  # noqa: E402
+from ultimate_jobs.testing.crash import SimulatedCrash, crash_at, crash_proof  # noqa: E402

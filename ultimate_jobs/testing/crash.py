@@ -51,13 +51,13 @@ from uuid import UUID
 
 from django.apps import apps
 
-from .. import clock
-from ..db import store_for
-from ..declaration import JobHandle
-from ..errors import X_JOB_CRASH_DIVERGED, JobsError
-from ..steps import observe_boundaries
-from . import Trace, _frozen, recorded_effects, trace
-from .runner import Runner
+from ultimate_jobs import clock
+from ultimate_jobs.db import store_for
+from ultimate_jobs.declaration import JobHandle
+from ultimate_jobs.errors import X_JOB_CRASH_DIVERGED, JobsError
+from ultimate_jobs.runtime.steps import observe_boundaries
+from ultimate_jobs.testing import Trace, _frozen, recorded_effects, trace
+from ultimate_jobs.testing.runner import Runner
 
 MAX_ROUNDS = 1_000
 POINTS = ("before_step_body", "after_step_body_before_checkpoint", "after_checkpoint_commit")
@@ -173,7 +173,7 @@ def _state(runner: Runner, job_id: UUID) -> tuple[str, Any]:
 
 
 def _waits_for_event(alias: str, job_id: UUID) -> bool:
-    from ..models import Job, JobStep
+    from ultimate_jobs.models import Job, JobStep
 
     run_id = Job.objects.using(alias).filter(id=job_id).values_list("run_id", flat=True).get()
     return JobStep.objects.using(alias).filter(run_id=run_id, status="started", event__isnull=False,

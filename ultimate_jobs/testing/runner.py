@@ -26,13 +26,14 @@ from uuid import UUID
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 
-from .. import clock, deadlines, jsoncodec, settled
-from ..conf import get_settings
-from ..context import CancelToken
-from ..db import ClaimedJob, Settlement, store_for
-from ..declaration import get_job_handle, registered_jobs
-from ..errors import X_JOB_NOT_REGISTERED, JobsError
-from ..execute import run_attempt, run_attempt_async
+from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import CancelToken
+from ultimate_jobs.db import ClaimedJob, Settlement, store_for
+from ultimate_jobs.declaration import get_job_handle, registered_jobs
+from ultimate_jobs.errors import X_JOB_NOT_REGISTERED, JobsError
+from ultimate_jobs.runtime import deadlines, settled
+from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 
 _CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
                    "enqueued_by", "priority", "concurrency_key", "traceparent")
@@ -48,20 +49,20 @@ class Runner:
         self.worker_id = f"ultimate_jobs.testing:{os.getpid()}"
 
     def jobs(self) -> Any:
-        from ..models import Job
+        from ultimate_jobs.models import Job
 
         return Job.objects.using(self.alias)
 
     def claim(self, job_id: UUID) -> ClaimedJob | None:
         """Claim one known row if it is runnable now (the claim's columns, fenced on its state)."""
-        from ..models.jobs import RUNNABLE_STATES
+        from ultimate_jobs.models.jobs import RUNNABLE_STATES
 
         now = clock.now()
         # Due-ness is judged in Python: SQLite stores a whole-second time without its microseconds,
         # so a text comparison in SQL could disagree with the stores' own timestamps.
         current = self.jobs().filter(id=job_id).values("state", "run_at").first()
         if current is None:  # staged in the outbox by an enqueue inside the test's transaction
-            from ..outbox import Relay
+            from ultimate_jobs.outbox import Relay
 
             Relay(database=self.alias).drain()
             current = self.jobs().filter(id=job_id).values("state", "run_at").first()

@@ -14,9 +14,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ...durations import to_seconds
-from ...errors import JobsError
-from ...models.jobs import STATES
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.errors import JobsError
+from ultimate_jobs.models.jobs import STATES
 
 
 def _duration(text: str) -> float:
@@ -91,7 +91,7 @@ class Command(BaseCommand):
         sub("doctor", "Check the queue's invariants; exit 3 with the offending ids when one fails.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...cli import JobsCLI
+        from ultimate_jobs.management.jobs_cli import JobsCLI
 
         command = options.pop("subcommand")
         as_json = options.pop("json", False)

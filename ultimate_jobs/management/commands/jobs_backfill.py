@@ -20,7 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...models.backfills import STATUSES
+from ultimate_jobs.models.backfills import STATUSES
 
 
 class Command(BaseCommand):
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=100, help="With --list: at most this many rows (100).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...backfill_cli import BackfillCLI
+        from ultimate_jobs.management.backfill_cli import BackfillCLI
 
         name = options["name"]
         chosen = [flag for flag in ("pending", "list", "all") if options[flag]]

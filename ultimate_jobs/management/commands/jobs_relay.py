@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...errors import JobsError
-from .. import log_to_stderr
-from .jobs_worker import _positive_int
+from ultimate_jobs.errors import JobsError
+from ultimate_jobs.management import log_to_stderr
+from ultimate_jobs.management.commands.jobs_worker import _positive_int
 
 
 class Command(BaseCommand):
@@ -22,7 +22,7 @@ class Command(BaseCommand):
                             help="Rows claimed and published per pass (RELAY_BATCH_SIZE, 500).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...outbox import Relay
+        from ultimate_jobs.outbox import Relay
 
         log_to_stderr(self, options["verbosity"])
         try:

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...durations import to_seconds
-from ...errors import JobsError
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.errors import JobsError
 
 
 def _duration(positive: bool) -> Any:
@@ -35,7 +35,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="With --burst, print the round as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...scheduler import Scheduler
+        from ultimate_jobs.schedule.scheduler import Scheduler
 
         logger = logging.getLogger("ultimate_jobs")
         if options["verbosity"] >= 1 and not logger.handlers:

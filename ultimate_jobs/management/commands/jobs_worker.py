@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...durations import to_seconds
-from ...errors import JobsError
-from .. import log_to_stderr
+from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.errors import JobsError
+from ultimate_jobs.management import log_to_stderr
 
 ROLES = ("worker", "scheduler", "relay")
 
@@ -53,10 +53,10 @@ class Command(BaseCommand):
         parser.add_argument("--drain-timeout", type=_duration, help="How long SIGTERM waits for runs (25s).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...worker import Worker
+        from ultimate_jobs.runtime.worker import Worker
 
         log_to_stderr(self, options["verbosity"])
-        from ...services import BackgroundRoles, available_roles
+        from ultimate_jobs.runtime.roles import BackgroundRoles, available_roles
 
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()] if options["queues"] else None
         roles = options["roles"]
@@ -71,7 +71,7 @@ class Command(BaseCommand):
         if options["burst"] and "relay" in background_roles:
             # A burst worker publishes what is staged before it decides nothing is runnable, so a
             # job enqueued inside a transaction (or by a job body inside one) is not left behind.
-            from ...outbox import Relay
+            from ultimate_jobs.outbox import Relay
 
             relay = Relay()
             background_roles.remove("relay")

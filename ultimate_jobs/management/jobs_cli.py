@@ -1,0 +1,215 @@
+"""Internal: what ``python manage.py jobs <subcommand>`` does, over ``ultimate_jobs.ops`` only.
+
+``JobsCLI`` runs one subcommand and answers its exit code: 0 done, 1 a coded refusal
+(``JobsError``: printed as code, cause and fix, never a traceback), 3 ``doctor`` found
+offending rows (argparse's usage errors exit 2). With ``json=True`` each subcommand prints
+exactly one JSON document on stdout — the ``ops`` answer as it is, or ``{"error": {"code",
+"cause", "fix"}}`` — so ``| jq`` always parses; otherwise it prints ``rich`` tables.
+Everything shown has passed the redactor (``ops`` redacts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import IO, Any
+
+from ultimate_jobs import clock, ops
+from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_NOT_IMPLEMENTED, JobsError
+
+EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY = 0, 1, 3
+_LIST_COLUMNS = ("id", "state", "queue", "name", "tenant_id", "attempt", "run_at", "error_code")
+
+
+class JobsCLI:
+    """One invocation: ``JobsCLI(stdout, stderr, json=...).run("ls", state="dead")``."""
+
+    def __init__(self, stdout: IO[str], stderr: IO[str], *, json: bool = False) -> None:
+        from rich.console import Console
+
+        self.json = json
+        self.stdout, self.stderr = stdout, stderr
+        width = None if stdout.isatty() else 160
+        self.console = Console(file=stdout, width=width, highlight=False, soft_wrap=False)
+
+    def run(self, command: str, **options: Any) -> int:
+        handler: Callable[..., int] = getattr(self, "do_" + command.replace("-", "_"))
+        try:
+            return handler(**options)
+        except JobsError as err:
+            if self.json:
+                self._json({"error": {"code": err.code, "cause": err.cause, "fix": err.fix}})
+            else:
+                self.stderr.write(f"{err.code}: {err.cause}\nFix: {err.fix}\n")
+            return EXIT_REFUSED
+
+    # -- output --------------------------------------------------------------------------------
+
+    def _json(self, data: Any) -> None:
+        self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    def _table(self, rows: list[dict[str, Any]], columns: tuple[str, ...] | list[str], title: str | None = None,
+               empty: str = "(none)") -> None:
+        from rich.table import Table
+
+        if not rows:
+            self.console.print(f"{title}: {empty}" if title else empty, markup=False)
+            return
+        if title:
+            self.console.print(title, markup=False)
+        table = Table(*columns)
+        for row in rows:
+            table.add_row(*(_cell(row.get(c)) for c in columns))
+        self.console.print(table)
+
+    def _answer(self, data: Any, human: Callable[[], None]) -> int:
+        if self.json:
+            self._json(data)
+        else:
+            human()
+        return EXIT_OK
+
+    # -- subcommands ---------------------------------------------------------------------------
+
+    def do_ls(self, **filters: Any) -> int:
+        page = ops.list_jobs(**{k: v for k, v in filters.items() if v is not None})
+
+        def human() -> None:
+            self._table(page["jobs"], _LIST_COLUMNS, empty="no jobs match")
+            if page["next"]:
+                self.console.print(f"older: --after {page['next']}")
+            if page["previous"]:
+                self.console.print(f"newer: --before {page['previous']}")
+        return self._answer(page, human)
+
+    def do_show(self, *, id: str) -> int:
+        job = ops.get_job(id)
+
+        def human() -> None:
+            fields = [{"field": k, "value": job[k]} for k in job if k not in ("steps", "last_error", "payload",
+                                                                            "result")]
+            fields += [{"field": "payload", "value": job["payload"]}, {"field": "result", "value": job["result"]}]
+            self._table(fields, ("field", "value"), title=f"job {job['id']}")
+            self._table(job["steps"], ("name", "status", "executions", "output", "error", "completed_at"),
+                        title="steps", empty="no steps recorded")
+            if job["last_error"]:
+                self.console.print("last error:")
+                self.console.print(job["last_error"], markup=False)
+        return self._answer(job, human)
+
+    def _one_or_many(self, one: Callable[..., dict[str, Any]], many: Callable[..., dict[str, int]],
+                     id: str | None, filters: dict[str, Any], repeat: bool, **extra: Any) -> int:
+        filters = {k: v for k, v in filters.items() if v is not None}
+        if id is not None:
+            if filters:
+                raise JobsError(X_JOB_INPUT_INVALID, "Give one job id or filters (--state/--queue/...), not both.")
+            job = one(id, **extra)
+            return self._answer(job, lambda: self.console.print(
+                f"{job['id']}: {job.get('state', 'removed' if job.get('removed') else '?')}"))
+        if extra.get("from_step"):
+            raise JobsError(X_JOB_INPUT_INVALID, "--from-step names a step of one job: pass its id.")
+        total = {"affected": 0, "remaining": 0}
+        while True:
+            answer = many(**filters)
+            total = {"affected": total["affected"] + answer["affected"], "remaining": answer["remaining"]}
+            if not repeat or not answer["remaining"] or not answer["affected"]:
+                break
+        return self._answer(total, lambda: self.console.print(
+            f"affected {total['affected']}, remaining {total['remaining']}"
+            + ("" if repeat or not total["remaining"] else " (run again, or pass --all)")))
+
+    def do_retry(self, *, id: str | None, from_step: str | None, all: bool, **filters: Any) -> int:
+        return self._one_or_many(ops.retry_job, ops.requeue_many, id, filters, all,
+                                 **({"from_step": from_step} if from_step else {}))
+
+    def do_promote(self, *, id: str | None, all: bool, **filters: Any) -> int:
+        return self._one_or_many(ops.promote_job, ops.promote_many, id, filters, all)
+
+    def do_rm(self, *, id: str | None, all: bool, **filters: Any) -> int:
+        return self._one_or_many(ops.remove_job, ops.remove_many, id, filters, all)
+
+    def do_cancel(self, *, id: str, reason: str | None) -> int:
+        job = ops.cancel_job(id, reason=reason)
+        return self._answer(job, lambda: self.console.print(
+            f"{job['id']}: cancelled" + (" (a running job stops at its next heartbeat)" if job["started_at"] else "")))
+
+    def do_stats(self, *, since: float) -> int:
+        stats = ops.queue_stats()
+        outcomes = ops.counters(since=clock.now() - timedelta(seconds=since))
+        data = {"queues": stats, "paused": ops.paused_queues(), "outcomes": outcomes}
+
+        def human() -> None:
+            self._table(stats, ("queue", "ready", "delayed", "running", "suspended", "failed", "dead", "done",
+                                "cancelled", "oldest_ready_age", "paused"), title="queues", empty="no queues")
+            rows = [{"outcome": k, "count": v} for k, v in sorted(outcomes["totals"].items())]
+            self._table(rows, ("outcome", "count"), title=f"outcomes since {outcomes['since']}",
+                        empty="nothing settled")
+        return self._answer(data, human)
+
+    def do_pause(self, *, queue: str) -> int:
+        answer = ops.pause_queue(queue, by="cli")
+        return self._answer(answer, lambda: self.console.print(f"{queue}: paused since {answer['paused_at']}"))
+
+    def do_resume(self, *, queue: str) -> int:
+        answer = ops.resume_queue(queue)
+        return self._answer(answer, lambda: self.console.print(
+            f"{queue}: resumed" if answer["was_paused"] else f"{queue}: was not paused"))
+
+    def do_resolve_step(self, *, id: str, step: str, ran: bool, output: str | None) -> int:
+        resolve = getattr(ops, "resolve_step", None)
+        if resolve is None:
+            raise JobsError(X_NOT_IMPLEMENTED, "resolve-step needs durable steps (ops.resolve_step), which this "
+                            "version does not include.")
+        kwargs: dict[str, Any] = {"ran": ran}
+        if output is not None:
+            try:
+                kwargs["output"] = json.loads(output)
+            except ValueError:
+                raise JobsError(X_JOB_INPUT_INVALID, f"--output {output!r} is not JSON.",
+                                'Quote a JSON value, e.g. --output \'{"charge_id": "ch_1"}\'.') from None
+        answer = resolve(id, step, **kwargs)
+        return self._answer(answer, lambda: self.console.print(f"{id}: step {step!r} resolved (ran={ran})"))
+
+    def do_workers(self) -> int:
+        rows = ops.workers()
+        return self._answer(rows, lambda: self._table(
+            rows, ("id", "host", "pid", "queues", "slots", "in_flight_count", "started_at", "last_heartbeat_at"),
+            empty="no live workers"))
+
+    def do_tasks(self, *, pause: str | None, resume: str | None) -> int:
+        if pause or resume:
+            verb = "pause_task" if pause else "resume_task"
+            act = getattr(ops, verb, None)
+            if act is None:
+                raise JobsError(X_NOT_IMPLEMENTED, f"{verb} needs the cron scheduler, which this version does not "
+                                "include.")
+            act(pause or resume)
+        tasks = ops.scheduled_tasks()
+        if tasks is None:
+            return self._answer({"installed": False, "tasks": []},
+                                lambda: self.console.print("no scheduler installed"))
+        return self._answer({"installed": True, "tasks": tasks}, lambda: self._table(
+            tasks, ("task", "next_run", "last_fire", "paused"), empty="no scheduled tasks"))
+
+    def do_doctor(self) -> int:
+        report = ops.doctor()
+
+        def human() -> None:
+            self._table([{**c, "ok": "skipped" if c["skipped"] else "ok" if c["ok"] else "FAIL",
+                          "ids": " ".join(c["ids"])} for c in report["checks"]],
+                        ("name", "ok", "detail", "ids"), title="doctor")
+            self.console.print("healthy" if report["ok"] else "UNHEALTHY")
+        self._answer(report, human)
+        return EXIT_OK if report["ok"] else EXIT_UNHEALTHY
+
+
+def _cell(value: Any) -> str:
+    from rich.markup import escape
+
+    if value is None:
+        return "-"
+    if isinstance(value, dict | list):
+        value = json.dumps(value, ensure_ascii=False)
+    text = str(value)
+    return escape(text if len(text) <= 200 else text[:199] + "\u2026")

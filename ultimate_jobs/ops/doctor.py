@@ -1,0 +1,158 @@
+"""Internal: the invariants a healthy queue keeps, checked on demand (``ops.doctor()``,
+``python manage.py jobs doctor``) — usable as a production health check.
+
+Checks, each answering ``{"name", "ok", "skipped", "detail", "ids"}`` (at most ``MAX_IDS`` ids):
+
+- ``stuck-running``: a ``running`` row past its lease whose worker is not alive (no unexpired
+  ``WorkerHeartbeat``): nobody will rescue it until a worker starts;
+- ``lease-columns``: a ``running`` row without a claim token, owner or lease expiry;
+- ``live-key-unique``: one live key held by two rows (the partial unique index forbids it);
+- ``attempts-in-bounds``: ``attempt`` below 0 or past ``max_attempts`` (+2 for compensation);
+- ``concurrency-slots``: a fleet slot (``JobLease``) held for a job that is not running;
+- ``scheduler-watermarks``: a scheduled task whose next occurrence after its last fire is
+  more than ``SCHEDULER_LAG`` seconds in the past;
+- ``outbox-backlog``: a staged outbox row unpublished for more than ``OUTBOX_MAX_AGE`` seconds.
+
+A check whose table or module this version lacks is reported ``skipped`` with the reason,
+never as passing. ``ok`` is true when every check that ran passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import FieldError
+from django.db.models import Count, F, Q, Value
+from django.db.models.functions import Coalesce
+
+from ultimate_jobs import clock
+from ultimate_jobs.jsoncodec import iso
+from ultimate_jobs.models.jobs import LIVE_STATES
+from ultimate_jobs.ops.rows import alias, jobs, model, write_now
+
+MAX_IDS = 100
+OUTBOX_MAX_AGE = 300.0
+SCHEDULER_LAG = 120.0
+
+
+def _result(name: str, ids: list[Any], detail: str) -> dict[str, Any]:
+    return {"name": name, "ok": not ids, "skipped": False, "detail": detail if ids else "ok",
+            "ids": [str(i) for i in ids[:MAX_IDS]]}
+
+
+def _skipped(name: str, why: str) -> dict[str, Any]:
+    return {"name": name, "ok": True, "skipped": True, "detail": f"skipped: {why}", "ids": []}
+
+
+def _live_workers() -> list[str]:
+    from ultimate_jobs.models import WorkerHeartbeat
+
+    return list(WorkerHeartbeat.objects.using(alias()).filter(expires_at__gt=write_now())
+                .values_list("id", flat=True))
+
+
+def stuck_running() -> dict[str, Any]:
+    rows = jobs().filter(state="running", visible_at__lt=write_now())
+    live = _live_workers()
+    ids = list(rows.exclude(claimed_by__in=live).order_by("visible_at").values_list("id", flat=True)[:MAX_IDS])
+    return _result("stuck-running", ids, f"{len(ids)} running job(s) past their lease with no live worker; a "
+                   "worker's rescue hands them back (start one), or cancel them.")
+
+
+def lease_columns() -> dict[str, Any]:
+    ids = list(jobs().filter(Q(claim__isnull=True) | Q(claimed_by__isnull=True) | Q(visible_at__isnull=True),
+                             state="running").values_list("id", flat=True)[:MAX_IDS])
+    return _result("lease-columns", ids, f"{len(ids)} running job(s) lack a claim token, owner or lease expiry.")
+
+
+def live_key_unique() -> dict[str, Any]:
+    dupes = (jobs().filter(state__in=LIVE_STATES).annotate(tenant=Coalesce("tenant_id", Value("")))
+             .values("name", "tenant", "idempotency_key").order_by().annotate(n=Count("id")).filter(n__gt=1))
+    ids: list[Any] = []
+    for dupe in dupes[:MAX_IDS]:
+        ids += jobs().filter(state__in=LIVE_STATES, name=dupe["name"], idempotency_key=dupe["idempotency_key"]) \
+            .annotate(tenant=Coalesce("tenant_id", Value(""))).filter(tenant=dupe["tenant"]) \
+            .values_list("id", flat=True)
+    return _result("live-key-unique", ids, "a live idempotency key is held by more than one job.")
+
+
+def attempts_in_bounds() -> dict[str, Any]:
+    ids = list(jobs().filter(Q(attempt__lt=0) | Q(max_attempts__lt=1) | Q(attempt__gt=F("max_attempts") + 2))
+               .values_list("id", flat=True)[:MAX_IDS])
+    return _result("attempts-in-bounds", ids, f"{len(ids)} job(s) have an attempt count outside 0..max_attempts.")
+
+
+def concurrency_slots() -> dict[str, Any]:
+    lease = model("JobLease")
+    if lease is None:
+        return _skipped("concurrency-slots", "this version has no fleet concurrency slots (JobLease)")
+    try:
+        held = lease.objects.using(alias()).filter(expires_at__gt=write_now()).values_list("job_id", flat=True)
+        running = {str(i) for i in jobs().filter(state="running").values_list("id", flat=True)}
+        ids = [job_id for job_id in held if str(job_id) not in running]
+    except FieldError as exc:
+        return _skipped("concurrency-slots", f"the JobLease table has another shape ({exc})")
+    return _result("concurrency-slots", ids, f"{len(ids)} unexpired slot(s) held for jobs that are not running.")
+
+
+def scheduler_watermarks() -> dict[str, Any]:
+    from ultimate_jobs import ops
+
+    fires, next_run = getattr(ops, "task_fires", None), getattr(ops, "next_task_run", None)
+    if fires is None or next_run is None:
+        return _skipped("scheduler-watermarks", "no scheduler installed")
+    now = clock.now()
+    behind = []
+    rows, checked = 0, 0
+    try:
+        for fire in fires():
+            rows += 1
+            task = fire.get("task") or fire.get("name")
+            occurrence = fire.get("occurrence") or fire.get("occurrence_at")
+            if isinstance(occurrence, str):
+                occurrence = datetime.fromisoformat(occurrence.replace("Z", "+00:00"))
+            if task is None or occurrence is None:
+                continue
+            checked += 1
+            if fire.get("paused"):
+                continue
+            upcoming = next_run(task, occurrence)
+            if isinstance(upcoming, str):
+                upcoming = datetime.fromisoformat(upcoming.replace("Z", "+00:00"))
+            if upcoming is not None and upcoming < now - timedelta(seconds=SCHEDULER_LAG):
+                behind.append(task)
+    except (TypeError, AttributeError, ValueError) as exc:
+        return _skipped("scheduler-watermarks", f"the scheduler's state could not be read ({exc!r})")
+    if rows and not checked:  # never report a pass for rows it could not read
+        return _skipped("scheduler-watermarks", "task_fires() rows carry no task name and occurrence")
+    return _result("scheduler-watermarks", behind, f"{len(behind)} task(s) missed an occurrence more than "
+                   f"{SCHEDULER_LAG:.0f}s ago: is a scheduler running and holding the leader lease?")
+
+
+def outbox_backlog() -> dict[str, Any]:
+    outbox = model("OutboxEntry")
+    if outbox is None:
+        return _skipped("outbox-backlog", "this version has no outbox (OutboxEntry)")
+    limit = clock.now() - timedelta(seconds=OUTBOX_MAX_AGE)
+    try:
+        ids = list(outbox.objects.using(alias()).filter(published_at__isnull=True, staged_at__lt=limit)
+                   .order_by("staged_at").values_list("pk", flat=True)[:MAX_IDS])
+    except FieldError as exc:
+        return _skipped("outbox-backlog", f"the OutboxEntry table has another shape ({exc})")
+    return _result("outbox-backlog", ids, f"{len(ids)} staged outbox row(s) unpublished for over "
+                   f"{OUTBOX_MAX_AGE:.0f}s: is a relay (jobs_relay, or jobs_worker's relay role) running?")
+
+
+CHECKS: tuple[Callable[[], dict[str, Any]], ...] = (
+    stuck_running, lease_columns, live_key_unique, attempts_in_bounds, concurrency_slots, scheduler_watermarks,
+    outbox_backlog,
+)
+
+
+def doctor() -> dict[str, Any]:
+    """Run every check; answer ``{"ok", "checked_at", "checks": [...]}`` (``ok`` false when any
+    check that ran found offending rows, whose ids it lists)."""
+    checks = [check() for check in CHECKS]
+    return {"ok": all(c["ok"] for c in checks), "checked_at": iso(clock.now()), "checks": checks}

@@ -1,0 +1,130 @@
+"""Internal: reading jobs for the operator — one job with its steps, and keyset pages of jobs.
+
+Re-exported by ``ultimate_jobs.ops``: ``get_job`` (a job, a staged outbox row, or the job a staged
+row deduplicated into) and ``list_jobs`` (newest first, ``after``/``before`` cursors).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
+from ultimate_jobs.ids import parse_uuid
+from ultimate_jobs.jsoncodec import iso as _iso
+from ultimate_jobs.models import BackfillRun, JobStep, OutboxEntry
+from ultimate_jobs.ops.queues import ledger_row
+from ultimate_jobs.ops.rows import LIST_FIELDS as _LIST_FIELDS
+from ultimate_jobs.ops.rows import ROW_FIELDS as _ROW_FIELDS
+from ultimate_jobs.ops.rows import alias as _alias
+from ultimate_jobs.ops.rows import filter_jobs, id_prefix_range
+from ultimate_jobs.ops.rows import jobs as _jobs
+from ultimate_jobs.ops.rows import shape as _shape
+from ultimate_jobs.redact import redact, redact_text
+
+MAX_PAGE = 200
+_STAGED_FIELDS = (
+    "id", "run_id", "name", "queue", "priority", "payload", "idempotency_key", "tenant_id", "enqueued_by",
+    "max_attempts", "run_at", "concurrency_key", "staged_at", "published_at", "job_id",
+)
+
+
+def get_job(job_id: str | UUID) -> dict[str, Any]:
+    """One job with its step trace; raise ``X_JOB_NOT_FOUND`` when no such job exists.
+
+    An id staged in the outbox and not yet published answers ``state="staged"``; one published
+    into another (live) job answers that job, with ``staged_id`` set to ``job_id``.
+    """
+    key = parse_uuid(job_id, subject="job id")
+    row = _jobs().filter(id=key).values(*_ROW_FIELDS).first()
+    staged_id = None
+    if row is None:
+        entry = _outbox().filter(id=key).values(*_STAGED_FIELDS).first()
+        if entry is not None and entry["published_at"] is None:
+            return _staged(entry)
+        if entry is not None and entry["job_id"] is not None:
+            row = _jobs().filter(id=entry["job_id"]).values(*_ROW_FIELDS).first()
+            staged_id = str(key)
+        if row is None:
+            raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
+    job = _shape(row)
+    job["staged_id"] = staged_id
+    sensitive = job["sensitive"]
+    steps = (JobStep.objects.using(_alias()).filter(run_id=row["run_id"])
+             .order_by("seq", "id").values("name", "status", "executions", "output", "error", "started_at",
+                                           "completed_at"))
+    job["steps"] = [{**s, "output": redact(s["output"], sensitive=sensitive), "error": redact_text(s["error"]),
+                     "started_at": _iso(s["started_at"]), "completed_at": _iso(s["completed_at"])} for s in steps]
+    job["executions"] = row["attempt"]
+    job["backfill"] = _ledger_row(row["run_id"])
+    return job
+
+
+def _ledger_row(run_id: UUID) -> dict[str, Any] | None:
+    """This run's backfill ledger row, or None (any other job, or a pass that was skipped)."""
+    row = BackfillRun.objects.using(_alias()).filter(run_id=run_id).values().first()
+    return None if row is None else ledger_row(row)
+
+
+def _outbox() -> Any:
+    return OutboxEntry.objects.using(_alias())
+
+
+def _staged(entry: dict[str, Any]) -> dict[str, Any]:
+    """A staged, unpublished outbox row in the shape of a job that has not started."""
+    row = {key: entry[key] for key in _STAGED_FIELDS if key not in ("payload", "staged_at", "published_at",
+                                                                      "job_id")}
+    row.update(state="staged", payload=json.loads(entry["payload"]), attempt=0, visible_at=None,
+               claimed_by=None, progress=None, result=None, last_error=None, error_code=None,
+               stop_reason=None, created_at=entry["staged_at"], started_at=None, finished_at=None,
+               updated_at=entry["staged_at"])
+    job = _shape(row)
+    job.update(staged_id=None, steps=[], executions=0, backfill=None)
+    return job
+
+
+def list_jobs(*, queue: str | None = None, name: str | None = None, state: str | None = None,
+              tenant_id: str | None = None, id_prefix: str | None = None, created_from: datetime | None = None,
+              created_to: datetime | None = None, limit: int = 50, after: str | None = None,
+              before: str | None = None) -> dict[str, Any]:
+    """A keyset page of jobs, newest first: ``{"jobs": [...], "next": cursor, "previous": cursor}``."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise JobsError(X_JOB_INPUT_INVALID, f"limit={limit!r} must be 1 to {MAX_PAGE}.",
+                        f"Page with after=/before= cursors, at most {MAX_PAGE} rows a page.")
+    if after is not None and before is not None:
+        raise JobsError(X_JOB_INPUT_INVALID, "list_jobs takes after= or before=, not both.")
+    query = filter_jobs(_jobs(), state=state, queue=queue, name=name, tenant_id=tenant_id)
+    if created_from is not None:
+        query = query.filter(created_at__gte=created_from)
+    if created_to is not None:
+        query = query.filter(created_at__lt=created_to)
+    if id_prefix:
+        query = _id_prefix(query, id_prefix)
+    if after is not None:
+        rows = list(query.filter(id__lt=parse_uuid(after, subject="after")).order_by("-id")
+                    .values(*_LIST_FIELDS)[: limit + 1])
+        more_older, more_newer = len(rows) > limit, True
+        rows = rows[:limit]
+    elif before is not None:
+        rows = list(query.filter(id__gt=parse_uuid(before, subject="before")).order_by("id")
+                    .values(*_LIST_FIELDS)[: limit + 1])
+        more_newer, more_older = len(rows) > limit, True
+        rows = list(reversed(rows[:limit]))
+    else:
+        rows = list(query.order_by("-id").values(*_LIST_FIELDS)[: limit + 1])
+        more_older, more_newer = len(rows) > limit, False
+        rows = rows[:limit]
+    jobs = [_shape(r) for r in rows]
+    return {
+        "jobs": jobs,
+        "next": jobs[-1]["id"] if jobs and more_older else None,
+        "previous": jobs[0]["id"] if jobs and more_newer else None,
+    }
+
+
+def _id_prefix(query: Any, prefix: str) -> Any:
+    """Jobs whose id starts with ``prefix`` (hex, dashes optional), as a range on the primary key."""
+    low, high = id_prefix_range(prefix)
+    return query.filter(id__gte=low, id__lte=high)

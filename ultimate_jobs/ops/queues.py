@@ -1,0 +1,174 @@
+"""Internal: the operator's view of queues and workers, re-exported by ``ultimate_jobs.ops``.
+
+``pause_queue`` / ``resume_queue`` / ``paused_queues`` (a paused queue is skipped by the claim
+statement itself, fleet-wide, within one poll; enqueues still land), ``queue_stats()`` (per
+queue, every row in exactly one bucket), ``workers()`` (live ``WorkerHeartbeat`` rows),
+``backfill_runs()`` (the backfill ledger) and ``scheduler_installed()``.
+
+Logged events: ``jobs.queue.paused``, ``jobs.queue.resumed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib.util import find_spec
+from typing import Any
+
+from django.db.models import Count, Min, Q
+
+from ultimate_jobs import clock
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.declaration import check_queue_name, registered_jobs
+from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
+from ultimate_jobs.jsoncodec import plain
+from ultimate_jobs.ops.rows import alias, jobs, write_now
+from ultimate_jobs.redact import redact_text
+
+log = logging.getLogger("ultimate_jobs")
+
+BUCKETS = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled")
+
+
+def pause_queue(queue: str, *, by: str | None = None) -> dict[str, Any]:
+    """Stop every worker claiming from ``queue`` (within one poll); enqueues still land.
+
+    Pausing a paused queue keeps the first pause. Answer ``{"queue", "paused", "paused_at",
+    "paused_by"}``; raise ``X_QUEUE_INVALID`` for a malformed name.
+    """
+    from ultimate_jobs.models import QueuePause
+
+    check_queue_name(queue)
+    QueuePause.objects.using(alias()).bulk_create(
+        [QueuePause(queue=queue, paused_at=clock.now(), paused_by=None if by is None else str(by)[:200])],
+        ignore_conflicts=True)
+    log.info("jobs.queue.paused queue=%s by=%s", queue, by)
+    row = QueuePause.objects.using(alias()).filter(queue=queue).values("queue", "paused_at", "paused_by").get()
+    return {**{k: plain(v) for k, v in row.items()}, "paused": True}
+
+
+def resume_queue(queue: str) -> dict[str, Any]:
+    """Let workers claim from ``queue`` again; answer ``{"queue", "paused": False, "was_paused"}``."""
+    from ultimate_jobs.models import QueuePause
+
+    check_queue_name(queue)
+    deleted, _ = QueuePause.objects.using(alias()).filter(queue=queue).delete()
+    log.info("jobs.queue.resumed queue=%s was_paused=%s", queue, bool(deleted))
+    return {"queue": queue, "paused": False, "was_paused": bool(deleted)}
+
+
+def paused_queues() -> list[dict[str, Any]]:
+    """Every paused queue, by name: ``[{"queue", "paused_at", "paused_by"}]``."""
+    from ultimate_jobs.models import QueuePause
+
+    rows = QueuePause.objects.using(alias()).order_by("queue").values("queue", "paused_at", "paused_by")
+    return [{k: plain(v) for k, v in row.items()} for row in rows]
+
+
+def queue_stats() -> list[dict[str, Any]]:
+    """Per queue, sorted by name: a count per bucket and the oldest ready job's age.
+
+    Buckets: ``ready`` (runnable now: state ready, or delayed whose ``run_at`` has passed),
+    ``delayed`` (waiting on a future ``run_at``), ``running``, ``suspended``, ``done``,
+    ``failed``, ``dead``, ``cancelled``; every row is in exactly one, so they add up to
+    ``total``. ``oldest_ready_age`` is seconds since the oldest ready job became runnable (None
+    when nothing is ready). Queues that have no rows but are configured, declared or paused are
+    listed with zeros, so a gauge reads 0 instead of vanishing. One grouped query.
+    """
+    now = write_now()
+    due = Q(state__in=("ready", "delayed"), run_at__lte=now)
+    grouped = (jobs().values("queue", "state").order_by()
+               .annotate(n=Count("id"), due=Count("id", filter=due), oldest=Min("run_at", filter=due)))
+    paused = {row["queue"] for row in paused_queues()}
+    names = set(get_settings().QUEUES) | {h.queue for h in registered_jobs()} | paused
+    stats: dict[str, dict[str, Any]] = {q: _empty(q) for q in names}
+    oldest: dict[str, Any] = {}
+    for row in grouped:
+        entry = stats.setdefault(row["queue"], _empty(row["queue"]))
+        state = row["state"]
+        entry["total"] += row["n"]
+        if state == "delayed":
+            entry["ready"] += row["due"]
+            entry["delayed"] += row["n"] - row["due"]
+        else:
+            entry[state] = entry.get(state, 0) + row["n"]
+        if row["oldest"] is not None and (row["queue"] not in oldest or row["oldest"] < oldest[row["queue"]]):
+            oldest[row["queue"]] = row["oldest"]
+    reading = clock.now()
+    for queue, entry in stats.items():
+        entry["paused"] = queue in paused
+        if queue in oldest:
+            entry["oldest_ready_at"] = plain(oldest[queue])
+            entry["oldest_ready_age"] = max(0.0, round((reading - oldest[queue]).total_seconds(), 3))
+    return [stats[q] for q in sorted(stats)]
+
+
+def _empty(queue: str) -> dict[str, Any]:
+    return {"queue": queue, **{b: 0 for b in BUCKETS}, "total": 0, "oldest_ready_at": None,
+            "oldest_ready_age": None, "paused": False}
+
+
+def workers() -> list[dict[str, Any]]:
+    """Live workers (a row expires one visibility timeout after its last heartbeat), by id:
+    ``[{"id", "host", "pid", "queues", "slots", "in_flight", "in_flight_count", "started_at",
+    "last_heartbeat_at", "expires_at"}]``."""
+    from ultimate_jobs.models import WorkerHeartbeat
+
+    rows = (WorkerHeartbeat.objects.using(alias()).filter(expires_at__gt=write_now()).order_by("id")
+            .values("id", "host", "pid", "queues", "slots", "in_flight", "started_at", "last_heartbeat_at",
+                    "expires_at"))
+    return [{**{k: plain(v) for k, v in row.items()}, "in_flight_count": len(row["in_flight"] or [])}
+            for row in rows]
+
+
+def scheduler_installed() -> bool:
+    """Whether this version ships the cron scheduler (``ultimate_jobs.schedule.scheduler``)."""
+    return find_spec("ultimate_jobs.schedule.scheduler") is not None
+
+
+def scheduled_tasks() -> list[dict[str, Any]] | None:
+    """Each scheduled task with its next run, last fire and paused flag, by name; ``None`` when
+    this version has no scheduler. Read through the scheduler's own ``ops`` functions
+    (``task_fires``, ``next_task_run``), so a page and the scheduler cannot disagree."""
+    if not scheduler_installed():
+        return None
+    import importlib
+
+    from ultimate_jobs import ops
+
+    scheduler = importlib.import_module("ultimate_jobs.schedule.scheduler")
+    fires: dict[str, dict[str, Any]] = {}
+    for fire in getattr(ops, "task_fires", lambda: [])():
+        fires[str(fire.get("task") or fire.get("name"))] = fire
+    listed = getattr(scheduler, "registered_tasks", None)
+    names = sorted({getattr(t, "name", str(t)) for t in listed()} if listed else set(fires))
+    next_run = getattr(ops, "next_task_run", None)
+    now = clock.now()
+    rows = []
+    for name in names:
+        fire = fires.get(name, {})
+        rows.append({"task": name, "next_run": plain(next_run(name, now)) if next_run else None,
+                     "last_fire": plain(fire.get("fired_at")),
+                     "last_occurrence": plain(fire.get("occurrence") or fire.get("occurrence_at")),
+                     "paused": bool(fire.get("paused"))})
+    return rows
+
+
+def backfill_runs(limit: int = 100, *, name: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+    """The backfill ledger (``BackfillRun``), newest pass first, every column JSON-ready; narrowed
+    to one backfill ``name`` and/or a ``status`` (running, completed, failed)."""
+    from ultimate_jobs.models import BackfillRun
+    from ultimate_jobs.models.backfills import STATUSES
+
+    if status is not None and status not in STATUSES:
+        raise JobsError(X_JOB_INPUT_INVALID, f"status={status!r} is not one of {', '.join(STATUSES)}.")
+    rows = BackfillRun.objects.using(alias()).order_by("-started_at", "-run_id")
+    if name is not None:
+        rows = rows.filter(name=name)
+    if status is not None:
+        rows = rows.filter(status=status)
+    return [ledger_row(row) for row in rows.values()[: max(1, min(int(limit), 1000))]]
+
+
+def ledger_row(values: dict[str, Any]) -> dict[str, Any]:
+    """A ``BackfillRun`` row as ``ops`` answers it: JSON-ready, its error through the redactor."""
+    return {k: redact_text(v) if k == "last_error" else plain(v) for k, v in values.items()}

@@ -1,0 +1,105 @@
+"""Internal: how rows become the plain, JSON-ready dicts the operator API answers.
+
+Shared by ``ops`` (reads), ``actions`` (writes on jobs), ``queues`` and ``doctor``: the field
+lists, the ISO 8601 timestamps, the redaction of payloads, results and errors, and the ``now``
+every operator write uses (the database's clock on PostgreSQL unless a test froze the clock).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from uuid import UUID
+
+from django.db import connections
+
+from ultimate_jobs import clock
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.declaration import get_job_handle
+from ultimate_jobs.errors import X_ID_INVALID, X_JOB_INPUT_INVALID, JobsError
+from ultimate_jobs.jsoncodec import plain
+from ultimate_jobs.redact import redact, redact_text
+
+_HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
+
+ROW_FIELDS = (
+    "id", "run_id", "name", "queue", "priority", "state", "payload", "idempotency_key", "tenant_id",
+    "enqueued_by", "attempt", "max_attempts", "run_at", "visible_at", "claimed_by", "concurrency_key", "progress",
+    "result", "last_error", "error_code", "stop_reason", "created_at", "started_at", "finished_at", "updated_at",
+)
+LIST_FIELDS = tuple(f for f in ROW_FIELDS if f not in ("result",))
+
+
+def alias() -> str:
+    return get_settings().DATABASE
+
+
+def jobs() -> Any:
+    """The ``Job`` queryset on the jobs database (models are imported late: ops is importable early)."""
+    from ultimate_jobs.models import Job
+
+    return Job.objects.using(alias())
+
+
+def model(name: str) -> Any:
+    """An ultimate_jobs model by name, or ``None`` when this version (or branch) has no such table."""
+    from django.apps import apps
+
+    try:
+        return apps.get_model("ultimate_jobs", name)
+    except LookupError:
+        return None
+
+
+def write_now() -> Any:
+    """The ``now`` an operator write stores: the frozen test time, else the database's clock on
+    PostgreSQL (so a web host with a skewed clock cannot push a retried job into the future), and
+    the process clock on SQLite (as the SQLite store does)."""
+    frozen = clock.sql_now()
+    if frozen is not None:
+        return frozen
+    if connections[alias()].vendor == "postgresql":
+        from django.db.models.functions import Now
+
+        return Now()
+    return clock.now()
+
+
+def filter_jobs(query: Any, **equal: str | None) -> Any:
+    """``query`` narrowed by the operator filters that are set (``state``, ``queue``, ``name``,
+    ``tenant_id``); an unknown state is ``X_JOB_INPUT_INVALID``. Shared by listing and bulk writes."""
+    from ultimate_jobs.models.jobs import STATES
+
+    state = equal.get("state")
+    if state is not None and state not in STATES:
+        raise JobsError(X_JOB_INPUT_INVALID, f"state={state!r} is not one of {', '.join(STATES)}.")
+    return query.filter(**{field: value for field, value in equal.items() if value is not None})
+
+
+def shape(row: dict[str, Any]) -> dict[str, Any]:
+    """A job row as ops answers it: plain values, redacted payload, result and error."""
+    handle = get_job_handle(row["name"])
+    sensitive = bool(handle and handle.sensitive)
+    out = {key: plain(value) for key, value in row.items()}
+    out["payload"] = redact(out.get("payload"), sensitive=sensitive)
+    if "result" in out:
+        out["result"] = redact(out["result"], sensitive=sensitive)
+    out["last_error"] = redact_text(out.get("last_error"))
+    out["next_retry_at"] = (out["run_at"] if row["state"] in ("ready", "delayed") and row["attempt"] > 0
+                            else None)
+    out["sensitive"] = sensitive
+    return out
+
+
+def is_id_prefix(text: str) -> bool:
+    return bool(_HEX_PREFIX.match(text.strip().lower()))
+
+
+def id_prefix_range(prefix: str) -> tuple[UUID, UUID]:
+    """The primary-key range of ids starting with ``prefix`` (hex, dashes optional); raise
+    ``X_ID_INVALID`` for anything else. A range, so the lookup walks the primary key index."""
+    text = prefix.strip().lower()
+    if not _HEX_PREFIX.match(text):
+        raise JobsError(X_ID_INVALID, f"id_prefix={prefix!r} is not the start of a UUID.")
+    digits = text.replace("-", "")[:32]
+    return UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))

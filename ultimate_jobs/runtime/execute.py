@@ -1,0 +1,290 @@
+"""Internal: the one execution path: run one claimed attempt and decide how it settles.
+
+``run_attempt`` (sync bodies, on a pool thread) and ``run_attempt_async`` (``async def`` bodies,
+on the worker's event-loop thread) build the context (``ctx.step``, ``ctx.progress``), install
+the tenant context, call the body and hand the outcome to ``verdict``: a suspension latched by the
+step runner settles ``suspended`` uncounted; otherwise ``decide`` reads the error
+(``retry.classify``) and the policy, and a stop on a ``compensates=True`` job unwinds
+(``ultimate_jobs.runtime.compensation``) before it settles. The last progress report is written, and the
+``on_settled`` delivery attached to the settlement (run by whoever settles, once the row settled).
+Settlement itself is the worker's (or the test runner's), after this returns: it is never part
+of the retry decision. The testing helpers call these same functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import CancelToken, JobContext
+from ultimate_jobs.db import store_for
+from ultimate_jobs.db.store import ClaimedJob, Settlement, Store
+from ultimate_jobs.errors import (
+    X_JOB_COMPENSATION_FAILED,
+    X_JOB_DECLARATION_INVALID,
+    X_JOB_FAILED,
+    X_JOB_RESULT_UNSERIALIZABLE,
+    X_STEP_OUTCOME_UNKNOWN,
+    JobCancelled,
+    Terminal,
+)
+from ultimate_jobs.redact import redact_text
+from ultimate_jobs.retry import classify
+from ultimate_jobs.runtime import settled
+from ultimate_jobs.runtime.compensation import needs_unwind, unwind
+from ultimate_jobs.runtime.compensation import resume as resume_unwind
+from ultimate_jobs.runtime.progress import Progress
+from ultimate_jobs.runtime.steps import Steps, Suspension
+from ultimate_jobs.tracing import job_span, record_error
+
+if TYPE_CHECKING:
+    from ultimate_jobs.declaration import JobHandle
+
+log = logging.getLogger("ultimate_jobs")
+
+MAX_ERROR_CHARS = 8000
+TERMINAL_NOTE = "not retried: this code is classified terminal"
+
+
+def build_context(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
+                  store: Store | None = None) -> tuple[JobContext, dict[str, Any]]:
+    """The body's ``ctx`` (with ``ctx.step`` and ``ctx.progress`` wired to ``store``) and its input."""
+    from ultimate_jobs.runtime.compensation import forward_attempts
+
+    store = store if store is not None else store_for(None)
+    ctx = JobContext(job_id=claimed.id, run_id=claimed.run_id, name=claimed.name, queue=claimed.queue,
+                     attempt=claimed.attempt, max_attempts=forward_attempts(handle, claimed),
+                     tenant_id=claimed.tenant_id, enqueued_by=claimed.enqueued_by, cancelled=token)
+    ctx.step = _AsyncBodySteps(handle.name) if handle.is_async else Steps(handle=handle, claimed=claimed,
+                                                                          token=token, store=store)
+    ctx._progress = Progress(store=store, claimed=claimed, token=token, offload=handle.is_async)
+    return ctx, jsoncodec.loads(claimed.payload)
+
+
+def tenant_context(tenant_id: str | None) -> contextlib.AbstractContextManager[Any]:
+    """The ``TENANT_CONTEXT`` factory's context manager for this tenant, or a no-op."""
+    factory_path = get_settings().TENANT_CONTEXT
+    if not factory_path:
+        return contextlib.nullcontext()
+    factory: Callable[[str | None], contextlib.AbstractContextManager[Any]] = import_string(factory_path)
+    return factory(tenant_id)
+
+
+def _span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
+    """The attempt's OpenTelemetry span, a child of the enqueuer's (a no-op without opentelemetry)."""
+    return job_span(name=claimed.name, job_id=claimed.id, queue=claimed.queue, attempt=claimed.attempt,
+                    traceparent=claimed.traceparent)
+
+
+def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
+                alias: str | None = None) -> Settlement | None:
+    """Run one attempt of a sync body on this thread; answer how to settle it."""
+    prepare_connections()
+    store = store_for(alias)
+    try:
+        ctx, kwargs = build_context(handle, claimed, token, store)
+    except Exception as error:  # an undecodable payload is the attempt's failure
+        return decide(handle, claimed, token, error=error)
+    with tenant_context(claimed.tenant_id), _span(claimed) as span:
+        try:
+            if handle.compensates and needs_unwind(handle, claimed, ctx.step):
+                return _finish(handle, claimed, ctx, _guarded_unwind(
+                    handle, claimed, token, lambda: resume_unwind(handle, claimed, ctx, kwargs)))
+            result = handle.fn(ctx, **kwargs)
+        except Suspension:
+            result = None  # the step runner latched where and for how long
+        except Exception as error:  # the body's failure is data for the retry decision
+            record_error(span, error)
+            _release_broken_connections()
+            return _finish(handle, claimed, ctx, verdict(handle, claimed, token, ctx.step, error=error))
+        return _finish(handle, claimed, ctx, verdict(handle, claimed, token, ctx.step, result=result))
+
+
+async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
+                            alias: str | None = None) -> Settlement | None:
+    """Run one attempt of an ``async def`` body on the worker's event loop."""
+    ctx: JobContext | None = None
+    try:
+        ctx, kwargs = build_context(handle, claimed, token, store_for(alias))
+        with tenant_context(claimed.tenant_id), _span(claimed):
+            result = await handle.fn(ctx, **kwargs)  # an exception passes through the span: recorded
+    except Exception as error:
+        outcome = decide(handle, claimed, token, error=error)
+    else:
+        outcome = decide(handle, claimed, token, result=result)
+    if outcome is not None:
+        if ctx is not None:  # the last progress report, written off the event loop (the ORM is sync)
+            await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
+        outcome = settled.attach(handle, claimed, outcome)
+    return outcome
+
+
+def verdict(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, steps: Steps, *, result: Any = None,
+            error: Exception | None = None) -> Settlement | None:
+    """The settlement of a body that ran: a suspension, the retry decision, then the unwind."""
+    latched = steps.latched
+    if isinstance(latched, Suspension):
+        # The body suspended (even if it swallowed the suspension): hand the attempt back.
+        return Settlement(claimed.id, claimed.claim, "suspended", delay=latched.delay, uncount=True,
+                          after=_wake_check(steps, claimed) if latched.waiting else None)
+    if latched is not None and error is not latched:
+        error = latched  # type: ignore[assignment]  # a swallowed terminal step error still ends the run
+    outcome = decide(handle, claimed, token, result=result, error=error)
+    if (outcome is not None and outcome.state in ("dead", "failed") and handle.compensates
+            and outcome.error_code != X_STEP_OUTCOME_UNKNOWN):
+        failure = outcome
+        outcome = _guarded_unwind(handle, claimed, token, lambda: unwind(handle, claimed, steps, failure), failure)
+    return outcome
+
+
+def _guarded_unwind(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
+                    run: Callable[[], Settlement | None], failure: Settlement | None = None) -> Settlement | None:
+    """Run an unwind; one that is cancelled settles as a cancel (or a drain), and one that breaks
+    (a database error) goes back to the queue while the row has attempts: the next claim unwinds."""
+    try:
+        return run()
+    except JobCancelled as error:
+        return decide(handle, claimed, token, error=error)
+    except Exception as error:  # an unwind that broke is retried, never silently dropped
+        _release_broken_connections()
+        log.warning("jobs.compensation.interrupted job_id=%s name=%s error=%r", claimed.id, claimed.name, error)
+        if claimed.attempt >= claimed.max_attempts:
+            return failure or _stop(handle, claimed, format_error(error), X_JOB_COMPENSATION_FAILED,
+                                    "attempts-exhausted")
+        return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error if failure else
+                          format_error(error), error_code=failure.error_code if failure else X_JOB_FAILED,
+                          delay=handle.retry.delay_after(claimed.attempt))
+
+
+def _finish(handle: JobHandle, claimed: ClaimedJob, ctx: JobContext, outcome: Settlement | None) -> Settlement | None:
+    """Write the last progress report, then attach what runs once the settle landed."""
+    if outcome is None:
+        return None
+    ctx._progress.flush()
+    return outcome if outcome.after is not None else settled.attach(handle, claimed, outcome)
+
+
+def _wake_check(steps: Steps, claimed: ClaimedJob) -> Callable[[], None]:
+    store = steps.store
+
+    def check() -> None:
+        store.job_wake_waiter(job_id=claimed.id, now=clock.sql_now())
+
+    return check
+
+
+class _AsyncBodySteps:
+    """``ctx.step`` of an ``async def`` body: durable steps need a ``def`` body (the ORM is sync)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise Terminal(f"{self._name}: ctx.step.{attribute} is not available in an async def body.",
+                       code=X_JOB_DECLARATION_INVALID, fix="Declare the job with def to use durable steps.")
+
+
+def decide(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *, result: Any = None,
+           error: BaseException | None = None) -> Settlement | None:
+    """How the attempt settles; ``None`` when the run is no longer this worker's to settle."""
+    from ultimate_jobs.runtime.compensation import forward_attempts
+
+    if token.reason == "X_JOB_TIMEOUT":
+        # The worker failed the attempt when the deadline passed. A body that stopped because of
+        # it is the intended end; one that ran on and finished anyway is named.
+        if not isinstance(error, JobCancelled):
+            log.warning("jobs.timeout.abandoned job_id=%s name=%s queue=%s ended=%s", claimed.id, claimed.name,
+                        claimed.queue, "returned" if error is None else type(error).__name__)
+        return None
+    if error is None:
+        try:
+            encoded = jsoncodec.dumps(result, what=f"{claimed.name} result")
+        except jsoncodec.NotJSON as exc:
+            return _stop(handle, claimed, f"{exc}", X_JOB_RESULT_UNSERIALIZABLE, "terminal")
+        return Settlement(claimed.id, claimed.claim, "done", result=encoded)
+    if token.reason in ("X_DRAINING", "X_JOB_SLOT_LOST"):
+        # Stopped by the drain (or a lost fleet slot): back to the queue at once, the attempt handed back.
+        return Settlement(claimed.id, claimed.claim, "ready", uncount=True)
+    if isinstance(error, JobCancelled) and token.is_set():
+        log.warning("jobs.run.cancelled job_id=%s name=%s reason=%s", claimed.id, claimed.name, token.reason)
+        return None
+    text = format_error(error)
+    code = getattr(error, "code", None)
+    code = code if isinstance(code, str) and code else X_JOB_FAILED
+    kind, retry_after = classify(error)
+    if kind == "terminal":
+        return _stop(handle, claimed, f"{text}\n({TERMINAL_NOTE})", code, "terminal")
+    if claimed.attempt >= forward_attempts(handle, claimed):
+        return _stop(handle, claimed, text, code, "attempts-exhausted")
+    policy = handle.retry
+    if retry_after is not None:
+        delay = min(retry_after, policy.max_delay_seconds)
+    else:
+        delay = policy.delay_after(claimed.attempt)
+    log.info("jobs.attempt.failed job_id=%s name=%s queue=%s attempt=%s retry_in=%.3fs code=%s", claimed.id,
+             claimed.name, claimed.queue, claimed.attempt, delay, code)
+    return Settlement(claimed.id, claimed.claim, "retry", last_error=text, error_code=code, delay=delay)
+
+
+def _stop(handle: JobHandle, claimed: ClaimedJob, text: str, code: str, reason: str) -> Settlement:
+    state = "dead" if handle.retry.dead_letter else "failed"
+    log.warning("jobs.%s job_id=%s name=%s queue=%s attempt=%s stop_reason=%s code=%s",
+                "dead_lettered" if state == "dead" else "dropped", claimed.id, claimed.name, claimed.queue,
+                claimed.attempt, reason, code)
+    return Settlement(claimed.id, claimed.claim, state, last_error=text, error_code=code, stop_reason=reason)
+
+
+def format_error(error: BaseException) -> str:
+    """The stored error: type, message and the traceback, capped so one row stays small, with
+    secrets masked before they are ever written (``redact.redact_text``)."""
+    text = redact_text("".join(traceback.format_exception(error)).strip()) or ""
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
+    return text.replace("\x00", "\\x00")
+
+
+_thread_state = threading.local()
+IDLE_HEALTH_CHECK = 1.0  # seconds a thread's connection may idle before it is checked
+
+
+def prepare_connections() -> None:
+    """Before a body: drop this thread's connections that went bad while the thread idled.
+
+    Body threads keep their Django connections open across jobs (a per-job connect would cost
+    more than most jobs). A connection cut while idle (a database restart, a PgBouncer or
+    firewall timeout) would fail the next body and cost it an attempt, so one that sat idle
+    longer than ``IDLE_HEALTH_CHECK`` is pinged first, and closed (Django re-dials on next use)
+    if it does not answer. ``CONN_MAX_AGE`` above zero is honoured as in a request.
+    """
+    now = time.monotonic()
+    last = getattr(_thread_state, "last_used", now)
+    _thread_state.last_used = now
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None or conn.in_atomic_block:
+            continue
+        if conn.errors_occurred or now - last > IDLE_HEALTH_CHECK:
+            if not conn.is_usable():
+                conn.close()
+            conn.errors_occurred = False
+        elif conn.close_at is not None and now >= conn.close_at and conn.settings_dict.get("CONN_MAX_AGE"):
+            conn.close()
+
+
+def _release_broken_connections() -> None:
+    """After a failed body, drop this thread's connections that the failure left unusable."""
+    for conn in connections.all(initialized_only=True):
+        if conn.in_atomic_block:
+            continue
+        if conn.errors_occurred and not conn.is_usable():
+            conn.close()
