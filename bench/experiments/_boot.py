@@ -26,7 +26,7 @@ def workers_use_env_python() -> None:
 
     default = measure.worker_argv
 
-    def worker_argv(concurrency):  # type: ignore[no-untyped-def]
+    def worker_argv(concurrency):
         argv = default(concurrency)
         if os.environ.get("PY"):
             argv[0] = os.environ["PY"]

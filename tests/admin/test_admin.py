@@ -25,7 +25,7 @@ def do(job_id: object, action: str) -> str:
     return reverse("admin:ultimate_jobs_job_action", args=[str(job_id), action])
 
 
-def test_a_dead_job_retried_from_the_admin_runs_again(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_a_dead_job_retried_from_the_admin_runs_again(admin_client_) -> None:
     r = jobs.flaky.enqueue(key="admin", failures=3)
     Job.objects.filter(id=r.id).update(state="dead", attempt=5, stop_reason="attempts-exhausted")
     listing = admin_client_.get(CHANGELIST, {"state__exact": "dead"})
@@ -38,7 +38,7 @@ def test_a_dead_job_retried_from_the_admin_runs_again(admin_client_) -> None:  #
     assert (job["state"], job["attempt"]) == ("done", 4)  # a fresh budget: three failures, then success
 
 
-def test_the_job_page_shows_the_timeline_and_its_buttons_act(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_the_job_page_shows_the_timeline_and_its_buttons_act(admin_client_) -> None:
     dead = JobFactory(dead=True, last_error="RuntimeError: card declined")
     JobStepFactory(run_id=dead.run_id, name="load", status="completed", output={"rows": 3}, seq=0)
     JobStepFactory(run_id=dead.run_id, name="charge", status="failed", executions=3, error="declined", seq=1)
@@ -55,7 +55,7 @@ def test_the_job_page_shows_the_timeline_and_its_buttons_act(admin_client_) -> N
     assert response.status_code == 200 and "X_JOB_NOT_REQUEUEABLE" in response.content.decode()
 
 
-def test_running_jobs_are_never_retried_or_deleted_from_the_admin(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_running_jobs_are_never_retried_or_deleted_from_the_admin(admin_client_) -> None:
     running = JobFactory(running=True)
     for action in ("retry_jobs", "delete_jobs"):
         response = admin_client_.post(CHANGELIST, {"action": action, "_selected_action": [str(running.id)]},
@@ -73,7 +73,7 @@ def test_running_jobs_are_never_retried_or_deleted_from_the_admin(admin_client_)
     assert Job.objects.get(id=running.id).state == "cancelled"
 
 
-def test_bulk_actions_on_fifty_dead_jobs(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_bulk_actions_on_fifty_dead_jobs(admin_client_) -> None:
     Job.objects.bulk_create([JobFactory.build(dead=True, queue="payments") for _ in range(50)])
     ids = [str(i) for i in Job.objects.values_list("id", flat=True)]
     response = admin_client_.post(CHANGELIST, {"action": "retry_jobs", "_selected_action": ids}, follow=True)
@@ -84,7 +84,7 @@ def test_bulk_actions_on_fifty_dead_jobs(admin_client_) -> None:  # type: ignore
     assert Job.objects.filter(state="cancelled").count() == 5 and Job.objects.count() == 45
 
 
-def test_a_view_only_user_can_look_but_every_write_changes_nothing(viewer_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_view_only_user_can_look_but_every_write_changes_nothing(viewer_client) -> None:
     dead, delayed, live = JobFactory(dead=True), JobFactory(delayed=True), JobFactory()
     JobStepFactory(run_id=dead.run_id, name="charge", status="failed")
     before = sorted(Job.objects.values_list("id", "state", "run_at"))
@@ -105,7 +105,7 @@ def test_a_view_only_user_can_look_but_every_write_changes_nothing(viewer_client
     assert ops.paused_queues() == []
 
 
-def test_the_changelist_query_count_does_not_grow_with_rows(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_the_changelist_query_count_does_not_grow_with_rows(admin_client_) -> None:
     def count() -> int:
         with CaptureQueriesContext(connection) as queries:
             assert admin_client_.get(CHANGELIST).status_code == 200
@@ -117,7 +117,7 @@ def test_the_changelist_query_count_does_not_grow_with_rows(admin_client_) -> No
     assert count() == few
 
 
-def test_search_by_id_prefix_and_idempotency_key(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_search_by_id_prefix_and_idempotency_key(admin_client_) -> None:
     a, b = JobFactory(idempotency_key="invoice:42"), JobFactory(idempotency_key="invoice:43")
     found = admin_client_.get(CHANGELIST, {"q": "invoice:42"}).context["cl"].result_list
     assert [j.id for j in found] == [a.id]
@@ -134,7 +134,7 @@ def test_search_by_id_prefix_and_idempotency_key(admin_client_) -> None:  # type
     assert '<a href="?tenant_id=acme">acme</a>' in listing.content.decode()
 
 
-def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:
     JobFactory(dead=True, queue="payments")
     html = admin_client_.get(reverse("admin:ultimate_jobs_queues")).content.decode()
     assert 'data-queue="payments"' in html
@@ -150,7 +150,7 @@ def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:  # type: i
     assert ("No scheduler installed" in tasks) == (not ops.scheduler_installed())
 
 
-def test_the_backfill_page_shows_declared_backfills_and_links_each_pass_to_its_job(admin_client_) -> None:  # type: ignore[no-untyped-def]
+def test_the_backfill_page_shows_declared_backfills_and_links_each_pass_to_its_job(admin_client_) -> None:
     import html as html_module
 
     from tests.app.jobs import slug_backfill

@@ -83,7 +83,7 @@ def _log_in(browser: Any, live_server: Any, path: str, username: str, password: 
     return page
 
 
-def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(  # type: ignore[no-untyped-def]
+def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(
         browser, live_server, declare, tmp_path: Path) -> None:
     @declare(name="payments.capture", queue="payments", idempotency_key="capture:{order_id}",
              tenant=lambda order_id, shop, **_: shop, retry=Retry(attempts=5))
@@ -153,7 +153,7 @@ def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(  # type: i
     page.close()
 
 
-def test_a_view_only_user_sees_no_buttons_in_the_browser(browser, live_server) -> None:  # type: ignore[no-untyped-def]
+def test_a_view_only_user_sees_no_buttons_in_the_browser(browser, live_server) -> None:
     from django.contrib.auth.models import Permission
 
     viewer = User.objects.create_user("support", password="pw-support", is_staff=True)
@@ -168,7 +168,7 @@ def test_a_view_only_user_sees_no_buttons_in_the_browser(browser, live_server) -
     page.close()
 
 
-def test_an_engineer_reads_which_backfill_passes_ran_and_opens_one(  # type: ignore[no-untyped-def]
+def test_an_engineer_reads_which_backfill_passes_ran_and_opens_one(
         browser, live_server, tmp_path: Path) -> None:
     from tests.app.jobs import slug_backfill
     from tests.app.models import Post

@@ -113,7 +113,7 @@ def test_resolve_step_degrades_clearly_without_durable_steps() -> None:
         assert code == 1 and err.startswith("X_NOT_IMPLEMENTED")
 
 
-def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_clock) -> None:
     from datetime import timedelta
 
     JobFactory(done=True)

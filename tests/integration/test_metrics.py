@@ -20,7 +20,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def test_the_documented_series_parse(settings, frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_documented_series_parse(settings, frozen_clock) -> None:
     from datetime import timedelta
 
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": "s3cret"}
@@ -48,7 +48,7 @@ def test_the_documented_series_parse(settings, frozen_clock) -> None:  # type: i
     assert got[("workers_live", ())] == 1
 
 
-def test_the_view_is_guarded(settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_view_is_guarded(settings) -> None:
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": "s3cret"}
     assert Client().get(URL).status_code == 401
     assert Client().get(URL, HTTP_AUTHORIZATION="Bearer wrong").status_code == 401

@@ -28,7 +28,7 @@ def _cli(*args: str) -> str:
     return out.getvalue() + err.getvalue()
 
 
-def test_secrets_never_reach_any_surface(declare, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_secrets_never_reach_any_surface(declare, caplog) -> None:
     password, api_key, bearer = SECRETS
 
     @declare(name="tests.leaky", idempotency_key="{ref}", tenant=NO_TENANT, retry=Retry(attempts=1))

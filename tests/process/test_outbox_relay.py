@@ -32,7 +32,7 @@ def stage(n: int, prefix: str) -> list:  # type: ignore[type-arg]
     return [r.id for r in results]
 
 
-def published_by(proc) -> int:  # type: ignore[no-untyped-def]
+def published_by(proc) -> int:
     found = re.search(r"relay stopped: published=(\d+)", proc.output())
     assert found, proc.output()
     return int(found.group(1))
@@ -49,7 +49,7 @@ def assert_published_once_in_order(staged: list) -> None:  # type: ignore[type-a
     assert None not in stamps and stamps == sorted(stamps)  # no batch overtook an earlier one
 
 
-def test_two_relays_racing_over_one_transaction_publish_every_row_once_in_order(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_two_relays_racing_over_one_transaction_publish_every_row_once_in_order(worker_process) -> None:
     relays = [worker_process("--batch-size", "500", command="jobs_relay") for _ in range(2)]
     for relay in relays:
         wait_for(lambda relay=relay: "jobs.outbox.relay-started" in relay.output(), timeout=60)
@@ -62,7 +62,7 @@ def test_two_relays_racing_over_one_transaction_publish_every_row_once_in_order(
     assert_published_once_in_order(staged)
 
 
-def test_a_relay_killed_mid_batch_loses_nothing_and_duplicates_nothing(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_a_relay_killed_mid_batch_loses_nothing_and_duplicates_nothing(worker_process) -> None:
     staged = stage(3000, "kill")
     lease = {"JOBS_TEST_CLAIM_LEASE": "10s"}
     first = worker_process("--burst", "--batch-size", "500", command="jobs_relay",
@@ -91,7 +91,7 @@ def test_a_relay_killed_mid_batch_loses_nothing_and_duplicates_nothing(worker_pr
     assert_published_once_in_order(staged)
 
 
-def test_sigterm_finishes_the_pass_in_flight_then_exits(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_finishes_the_pass_in_flight_then_exits(worker_process) -> None:
     stage(250, "term")
     relay = worker_process("--batch-size", "100", command="jobs_relay",
                            env={"ULTIMATE_JOBS_FAULTS": "relay_after_publish_before_mark=sleep:2@1"})
@@ -104,7 +104,7 @@ def test_sigterm_finishes_the_pass_in_flight_then_exits(worker_process) -> None:
     assert not OutboxEntry.objects.filter(published_at__isnull=True, claimed_by__isnull=False).exists()
 
 
-def test_a_committed_enqueue_runs_once_under_its_staged_id_and_a_rolled_back_one_never(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_a_committed_enqueue_runs_once_under_its_staged_id_and_a_rolled_back_one_never(worker_process) -> None:
     with transaction.atomic():
         committed = record.enqueue(key="committed")
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -118,7 +118,7 @@ def test_a_committed_enqueue_runs_once_under_its_staged_id_and_a_rolled_back_one
     assert (job.id, job.run_id, job.state) == (committed.id, committed.run_id, "done")
 
 
-def test_a_burst_relay_that_left_a_poison_row_exits_1_naming_it(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_a_burst_relay_that_left_a_poison_row_exits_1_naming_it(worker_process) -> None:
     staged = stage(5, "poison")
     OutboxEntry.objects.filter(id=staged[2]).update(payload="{not json")
     relay = worker_process("--burst", command="jobs_relay")
@@ -129,7 +129,7 @@ def test_a_burst_relay_that_left_a_poison_row_exits_1_naming_it(worker_process) 
     assert set(Job.objects.values_list("id", flat=True)) == set(staged[:2])
 
 
-def test_a_burst_worker_runs_jobs_that_job_bodies_staged_inside_transactions(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_a_burst_worker_runs_jobs_that_job_bodies_staged_inside_transactions(worker_process) -> None:
     with transaction.atomic():
         fan_out.enqueue(key="fan", children=3)
     worker = worker_process("--burst", "--roles", "worker,relay")

@@ -13,7 +13,7 @@ from ultimate_jobs import ops
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_worker_registers_and_leaves_on_sigterm(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_a_worker_registers_and_leaves_on_sigterm(worker_process) -> None:
     proc = worker_process("--queues", "default,other", "--concurrency", "3", "--roles", "worker")
     (row,) = wait_for(ops.workers, timeout=30)  # type: ignore[misc]
     assert row["pid"] == proc.pid and row["queues"] == ["default", "other"] and row["slots"] == 3
@@ -22,7 +22,7 @@ def test_a_worker_registers_and_leaves_on_sigterm(worker_process) -> None:  # ty
     assert ops.workers() == []
 
 
-def test_a_killed_worker_expires(worker_process) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_worker_expires(worker_process) -> None:
     proc = worker_process("--roles", "worker", env={"JOBS_TEST_VISIBILITY": "1s"})
     wait_for(ops.workers, timeout=30)
     proc.kill()

@@ -12,7 +12,7 @@ from ultimate_jobs.testing import run_job
 pytestmark = pytest.mark.django_db  # the helpers run on the test's thread, inside its transaction
 
 
-def test_compensators_run_only_after_the_last_attempt_in_reverse_order(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_compensators_run_only_after_the_last_attempt_in_reverse_order(jobs_clock) -> None:
     trace = run_job(step_jobs.checkout, order="o1")
     assert effect_keys() == ["charge:o1", "reserve:o1", "ship-try:o1", "ship-try:o1", "ship-try:o1",
                              "release:rs-o1", "refund:ch-o1"]  # never on attempts 1 and 2
@@ -22,13 +22,13 @@ def test_compensators_run_only_after_the_last_attempt_in_reverse_order(jobs_cloc
     assert trace.steps["unwinding"].output["code"] == "X_JOB_FAILED"
 
 
-def test_a_run_that_succeeds_on_a_retry_compensates_nothing(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_that_succeeds_on_a_retry_compensates_nothing(jobs_clock) -> None:
     trace = run_job(step_jobs.checkout, order="o2", ship_failures=2)
     assert (trace.state, trace.result) == ("done", "shipped")
     assert [k for k in effect_keys() if k.startswith(("refund", "release"))] == []
 
 
-def test_a_terminal_error_unwinds_on_the_attempt_it_happened(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_terminal_error_unwinds_on_the_attempt_it_happened(declare) -> None:
     undone = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True, retry=5)
@@ -41,7 +41,7 @@ def test_a_terminal_error_unwinds_on_the_attempt_it_happened(declare) -> None:  
     assert undone == [{"hold": 1}]
 
 
-def test_a_failing_compensator_goes_back_while_attempts_remain_then_dead_letters(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_compensator_goes_back_while_attempts_remain_then_dead_letters(jobs_clock) -> None:
     trace = run_job(step_jobs.checkout, order="o3", release_failures=5)
     assert (trace.state, trace.error_code, trace.attempt) == ("dead", "X_JOB_COMPENSATION_FAILED", 5)
     assert "compensator of step 'reserve' failed" in trace.last_error
@@ -51,7 +51,7 @@ def test_a_failing_compensator_goes_back_while_attempts_remain_then_dead_letters
     assert "compensate:charge" not in trace.steps  # LIFO: charge is undone only after reserve
 
 
-def test_a_retry_continues_the_unwind_never_the_forward_path(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_retry_continues_the_unwind_never_the_forward_path(jobs_clock) -> None:
     trace = run_job(step_jobs.checkout, order="o4", release_failures=3)
     assert trace.error_code == "X_JOB_COMPENSATION_FAILED"
     ops.retry_job(trace.id)  # the stock service is back (3 failures spent)
@@ -64,7 +64,7 @@ def test_a_retry_continues_the_unwind_never_the_forward_path(jobs_clock) -> None
                                  "release:rs-o4", "refund:ch-o4"]
 
 
-def test_a_crash_on_the_final_attempt_is_claimed_again_and_unwinds(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_crash_on_the_final_attempt_is_claimed_again_and_unwinds(jobs_clock) -> None:
     from ultimate_jobs.testing import SimulatedCrash, crash_at
     from ultimate_jobs.testing.runner import Runner
 
@@ -84,7 +84,7 @@ def test_a_crash_on_the_final_attempt_is_claimed_again_and_unwinds(jobs_clock) -
     assert trace.error_code == "X_LEASE_LAPSED"
 
 
-def test_once_with_unknown_outcome_stops_the_unwind(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_once_with_unknown_outcome_stops_the_unwind(declare, jobs_clock) -> None:
     from ultimate_jobs.testing import SimulatedCrash, crash_at, drain
     from ultimate_jobs.testing.runner import Runner
 
@@ -103,7 +103,7 @@ def test_once_with_unknown_outcome_stops_the_unwind(declare, jobs_clock) -> None
     assert "outcome" in trace.last_error or "'b'" in trace.last_error
 
 
-def test_an_unwind_cancelled_midway_settles_nothing_and_one_that_breaks_is_retried(declare, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_an_unwind_cancelled_midway_settles_nothing_and_one_that_breaks_is_retried(declare, monkeypatch) -> None:
     from django.db import OperationalError
 
     from ultimate_jobs.runtime.steps import Steps
@@ -125,7 +125,7 @@ def test_an_unwind_cancelled_midway_settles_nothing_and_one_that_breaks_is_retri
     original = Steps.mark
     calls = []
 
-    def flaky_mark(self, name, output):  # type: ignore[no-untyped-def]
+    def flaky_mark(self, name, output):
         calls.append(name)
         if len(calls) == 1:
             raise OperationalError("the connection dropped")

@@ -16,7 +16,7 @@ from ultimate_jobs.testing.runner import Runner
 pytestmark = pytest.mark.django_db  # the helpers run on the test's thread, inside its transaction
 
 
-def crash_once_then_finish(handle, point: str, **input):  # type: ignore[no-untyped-def]
+def crash_once_then_finish(handle, point: str, **input):
     result = handle.enqueue(**input)
     runner = Runner()
     with crash_at(*point.split("@")), pytest.raises(SimulatedCrash):
@@ -26,7 +26,7 @@ def crash_once_then_finish(handle, point: str, **input):  # type: ignore[no-unty
     return trace
 
 
-def test_once_after_a_crash_between_started_and_completed_is_unknown_and_never_rerun(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_once_after_a_crash_between_started_and_completed_is_unknown_and_never_rerun(jobs_clock) -> None:
     trace = crash_once_then_finish(step_jobs.once_charge, "before_step_body@charge", key="k1")
     assert (trace.state, trace.error_code, trace.stop_reason) == ("dead", "X_STEP_OUTCOME_UNKNOWN", "terminal")
     assert trace.steps["charge"].status == "started"
@@ -43,7 +43,7 @@ def test_once_after_a_crash_between_started_and_completed_is_unknown_and_never_r
     assert effect_keys() == ["receipt:k1"]  # the charge was taken as done, never run
 
 
-def test_once_resolved_as_not_ran_runs_on_retry(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_once_resolved_as_not_ran_runs_on_retry(jobs_clock) -> None:
     trace = crash_once_then_finish(step_jobs.once_charge, "before_step_body@charge", key="k2")
     with pytest.raises(JobsError) as err:
         ops.resolve_step(trace.id, "receipt", ran=False)  # never ran: nothing to resolve
@@ -55,7 +55,7 @@ def test_once_resolved_as_not_ran_runs_on_retry(jobs_clock) -> None:  # type: ig
     assert trace.steps["charge"].executions == 1
 
 
-def test_a_failed_once_step_is_unknown_too(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_failed_once_step_is_unknown_too(declare) -> None:
     from ultimate_jobs import NO_TENANT
 
     calls = []
@@ -74,7 +74,7 @@ def test_a_failed_once_step_is_unknown_too(declare) -> None:  # type: ignore[no-
     assert (trace.steps["charge"].status, trace.steps["charge"].executions) == ("failed", 1)
 
 
-def test_retry_job_and_resolve_step_refuse_live_jobs_and_completed_steps(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_retry_job_and_resolve_step_refuse_live_jobs_and_completed_steps(jobs_clock) -> None:
     live = step_jobs.plain.enqueue(key="live")
     with pytest.raises(JobsError) as err:
         ops.retry_job(live.id)
@@ -90,7 +90,7 @@ def test_retry_job_and_resolve_step_refuse_live_jobs_and_completed_steps(jobs_cl
     assert err.value.code == "X_JOB_DUPLICATE"
 
 
-def test_retry_from_step_forgets_that_step_and_later_ones(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_retry_from_step_forgets_that_step_and_later_ones(jobs_clock) -> None:
     trace = run_job(step_jobs.plain, key="again")
     ops.retry_job(trace.id, from_step="second")
     (trace,) = drain()
@@ -98,20 +98,20 @@ def test_retry_from_step_forgets_that_step_and_later_ones(jobs_clock) -> None:  
 
 
 @pytest.mark.parametrize("point", ["after_step_body_before_checkpoint@write", "after_checkpoint_commit@write"])
-def test_atomic_step_writes_its_rows_exactly_once_across_a_crash(point, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_atomic_step_writes_its_rows_exactly_once_across_a_crash(point, jobs_clock) -> None:
     trace = crash_once_then_finish(step_jobs.atomic_write, point, key="a")
     assert trace.state == "done"
     assert Effect.objects.filter(key="atomic:a").count() == 1
     assert trace.steps["write"].executions == 1  # a rolled-back execution leaves no trace, not even a count
 
 
-def test_a_non_atomic_step_killed_before_its_checkpoint_repeats_its_write(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_non_atomic_step_killed_before_its_checkpoint_repeats_its_write(jobs_clock) -> None:
     trace = crash_once_then_finish(step_jobs.plain, "after_step_body_before_checkpoint@first", key="p")
     assert trace.state == "done"
     assert effect_keys("first") == ["first:p", "first:p"]  # at-least-once: why atomic=True exists
 
 
-def test_an_ambiguous_commit_is_resolved_by_the_stored_checkpoint(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_an_ambiguous_commit_is_resolved_by_the_stored_checkpoint(jobs_clock) -> None:
     with faults.armed({"after_checkpoint_commit": "raise@1"}):  # FaultInjected, an OperationalError
         trace = run_job(step_jobs.plain, key="amb")
     assert (trace.state, trace.attempt) == ("done", 2)  # the attempt failed on the "dropped connection"

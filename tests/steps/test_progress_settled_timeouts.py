@@ -23,12 +23,12 @@ def burst() -> dict[str, int]:
 
 
 @pytest.fixture
-def progress_writes(monkeypatch):  # type: ignore[no-untyped-def]
+def progress_writes(monkeypatch):
     writes: list[str] = []
     store_type = type(store_for())
     original = store_type.job_progress
 
-    def spy(self, **kwargs):  # type: ignore[no-untyped-def]
+    def spy(self, **kwargs):
         writes.append(kwargs["progress"])
         return original(self, **kwargs)
 
@@ -36,7 +36,7 @@ def progress_writes(monkeypatch):  # type: ignore[no-untyped-def]
     return writes
 
 
-def test_progress_is_throttled_and_the_last_report_is_always_written(declare, progress_writes) -> None:  # type: ignore[no-untyped-def]
+def test_progress_is_throttled_and_the_last_report_is_always_written(declare, progress_writes) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def counts(ctx, *, k: str) -> None:
         for n in range(1, 101):
@@ -48,7 +48,7 @@ def test_progress_is_throttled_and_the_last_report_is_always_written(declare, pr
     assert ops.get_job(result.id)["progress"] == {"done": 100, "total": 100, "note": "row 100"}
 
 
-def test_progress_writes_once_a_second_at_most(declare, progress_writes) -> None:  # type: ignore[no-untyped-def]
+def test_progress_writes_once_a_second_at_most(declare, progress_writes) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def slow(ctx, *, k: str) -> None:
         deadline = time.monotonic() + 1.3
@@ -63,7 +63,7 @@ def test_progress_writes_once_a_second_at_most(declare, progress_writes) -> None
     assert 2 <= len(progress_writes) <= 3
 
 
-def test_progress_of_a_cancelled_run_is_not_written_and_bad_reports_are_refused(declare, progress_writes) -> None:  # type: ignore[no-untyped-def]
+def test_progress_of_a_cancelled_run_is_not_written_and_bad_reports_are_refused(declare, progress_writes) -> None:
     errors = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
@@ -81,7 +81,7 @@ def test_progress_of_a_cancelled_run_is_not_written_and_bad_reports_are_refused(
     assert progress_writes == []
 
 
-def test_on_settled_hears_completed_after_the_row_settled(declare) -> None:  # type: ignore[no-untyped-def]
+def test_on_settled_hears_completed_after_the_row_settled(declare) -> None:
     heard: list[tuple[Settled, str]] = []
 
     def hook(settled: Settled) -> None:
@@ -103,7 +103,7 @@ def test_on_settled_hears_completed_after_the_row_settled(declare) -> None:  # t
     assert len(heard) == 1
 
 
-def test_on_settled_hears_dead_lettered_and_dropped_never_retries_or_suspensions(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_on_settled_hears_dead_lettered_and_dropped_never_retries_or_suspensions(declare, jobs_clock) -> None:
     heard: list[Settled] = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, on_settled=heard.append, retry=Retry(attempts=2, delay=0))
@@ -134,7 +134,7 @@ def test_outcomes_map_states_to_the_four_endings() -> None:
         "completed", "dead-lettered", "refused", "dropped", None, None, None]
 
 
-def test_a_failing_hook_gets_three_tries_then_is_logged_and_the_outcome_stands(declare, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_hook_gets_three_tries_then_is_logged_and_the_outcome_stands(declare, caplog) -> None:
     tries = []
 
     def hook(settled: Settled) -> None:
@@ -153,7 +153,7 @@ def test_a_failing_hook_gets_three_tries_then_is_logged_and_the_outcome_stands(d
     assert ops.get_job(result.id)["state"] == "done"
 
 
-def test_a_hook_past_its_timeout_is_cancelled_and_abandoned(declare, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_hook_past_its_timeout_is_cancelled_and_abandoned(declare, caplog) -> None:
     seen = []
     release = threading.Event()
 
@@ -175,7 +175,7 @@ def test_a_hook_past_its_timeout_is_cancelled_and_abandoned(declare, caplog) -> 
     assert seen == ["start", "X_JOB_TIMEOUT"]  # one try: a timed-out hook is not tried again
 
 
-def test_step_timeout_sets_the_token_then_fails_the_attempt(declare) -> None:  # type: ignore[no-untyped-def]
+def test_step_timeout_sets_the_token_then_fails_the_attempt(declare) -> None:
     seen = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, step_timeout="200ms", retry=1)
@@ -199,7 +199,7 @@ def test_step_timeout_sets_the_token_then_fails_the_attempt(declare) -> None:  #
     assert list(JobStep.objects.values_list("name", "status")) == [("quick", "completed")]  # "late" refused
 
 
-def test_step_timeout_in_run_job(declare) -> None:  # type: ignore[no-untyped-def]
+def test_step_timeout_in_run_job(declare) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT, step_timeout="100ms", retry=2)
     def stuck(ctx, *, k: str) -> None:
         ctx.step.run("stuck", lambda: ctx.cancelled.wait(5))
@@ -209,7 +209,7 @@ def test_step_timeout_in_run_job(declare) -> None:  # type: ignore[no-untyped-de
     assert trace.steps == {}
 
 
-def test_a_body_ignoring_the_timeout_is_named_abandoned_one_that_stops_is_not(declare, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_body_ignoring_the_timeout_is_named_abandoned_one_that_stops_is_not(declare, caplog) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT, timeout="100ms", retry=1)
     def ignores(ctx, *, k: str) -> str:
         time.sleep(0.4)
@@ -230,7 +230,7 @@ def test_a_body_ignoring_the_timeout_is_named_abandoned_one_that_stops_is_not(de
     assert ops.get_job(a.id)["error_code"] == ops.get_job(b.id)["error_code"] == "X_JOB_TIMEOUT"
 
 
-def test_a_lease_lapsing_on_the_final_attempt_is_told_dead_lettered(declare, frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_lease_lapsing_on_the_final_attempt_is_told_dead_lettered(declare, frozen_clock) -> None:
     from datetime import timedelta
 
     heard: list[Settled] = []
@@ -249,7 +249,7 @@ def test_a_lease_lapsing_on_the_final_attempt_is_told_dead_lettered(declare, fro
         "dead-lettered", "X_LEASE_LAPSED", {"k": "x", "org": "acme"}, "acme")
 
 
-def test_async_bodies_report_progress_and_a_payload_that_is_not_kwargs_still_settles(declare) -> None:  # type: ignore[no-untyped-def]
+def test_async_bodies_report_progress_and_a_payload_that_is_not_kwargs_still_settles(declare) -> None:
     import asyncio
 
     heard: list[Settled] = []

@@ -16,7 +16,7 @@ from ultimate_jobs.testing import drain, run_job
 pytestmark = pytest.mark.django_db  # the helpers run on the test's thread, inside its transaction
 
 
-def test_a_sleep_suspends_without_burning_an_attempt_and_resumes_at_the_wake_time(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_sleep_suspends_without_burning_an_attempt_and_resumes_at_the_wake_time(jobs_clock) -> None:
     trace = run_job(step_jobs.sleeper, key="s", seconds=3600)
     assert (trace.state, trace.attempt) == ("suspended", 0)  # the attempt was handed back
     assert trace.run_at == jobs_clock.now() + timedelta(seconds=3600)
@@ -28,14 +28,14 @@ def test_a_sleep_suspends_without_burning_an_attempt_and_resumes_at_the_wake_tim
     assert [s.status for s in trace.steps.values()] == ["completed"] * 3
 
 
-def test_except_exception_around_a_sleep_still_suspends(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_except_exception_around_a_sleep_still_suspends(jobs_clock) -> None:
     assert not issubclass(Suspension, Exception) and issubclass(Suspension, BaseException)
     assert run_job(step_jobs.swallower, key="x").state == "suspended"
     (trace,) = drain(advance="1h")
     assert (trace.state, trace.result) == ("done", "woke")
 
 
-def test_a_body_that_swallows_even_base_exceptions_still_suspends(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_body_that_swallows_even_base_exceptions_still_suspends(declare, jobs_clock) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def stubborn(ctx, *, k: str) -> str:
         try:
@@ -47,7 +47,7 @@ def test_a_body_that_swallows_even_base_exceptions_still_suspends(declare, jobs_
     assert run_job(stubborn, k="x").state == "suspended"
 
 
-def test_named_and_unnamed_sleeps(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_named_and_unnamed_sleeps(declare, jobs_clock) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def sleeps(ctx, *, k: str) -> None:
         ctx.step.sleep("10s")
@@ -62,7 +62,7 @@ def test_named_and_unnamed_sleeps(declare, jobs_clock) -> None:  # type: ignore[
     assert list(trace.steps) == ["sleep:1", "nap", "sleep:2"]
 
 
-def test_a_matching_publish_wakes_the_waiter_and_is_its_answer(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_matching_publish_wakes_the_waiter_and_is_its_answer(jobs_clock) -> None:
     trace = run_job(step_jobs.waiter, key="k1")
     assert (trace.state, trace.attempt) == ("suspended", 0)
     wait = Job.objects.get(id=trace.id)
@@ -75,7 +75,7 @@ def test_a_matching_publish_wakes_the_waiter_and_is_its_answer(jobs_clock) -> No
     assert effect_keys() == ["after-wait:k1"]
 
 
-def test_rolled_back_and_non_matching_publishes_do_not_wake(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_rolled_back_and_non_matching_publishes_do_not_wake(jobs_clock) -> None:
     trace = run_job(step_jobs.waiter, key="k2")
     with pytest.raises(RuntimeError), transaction.atomic():
         assert publish_event("tests.reply", {"key": "k2"}) == 1  # woken inside the transaction...
@@ -89,7 +89,7 @@ def test_rolled_back_and_non_matching_publishes_do_not_wake(jobs_clock) -> None:
     assert trace.state == "suspended" and trace.steps["reply"].status == "started"
 
 
-def test_a_timeout_answers_none_and_a_late_event_does_not_rewrite_it(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_timeout_answers_none_and_a_late_event_does_not_rewrite_it(jobs_clock) -> None:
     from ultimate_jobs.db import store_for
 
     trace = run_job(step_jobs.waiter, key="k3", timeout=60)
@@ -107,13 +107,13 @@ def test_a_timeout_answers_none_and_a_late_event_does_not_rewrite_it(jobs_clock)
 
 
 def test_an_event_published_after_the_wait_began_but_before_the_waiter_suspended_is_delivered(
-        jobs_clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        jobs_clock, monkeypatch) -> None:
     from ultimate_jobs.db import store_for
 
     store_type = type(store_for())
     original = store_type.step_begin
 
-    def begin_then_publish(self, **kwargs):  # type: ignore[no-untyped-def]
+    def begin_then_publish(self, **kwargs):
         began = original(self, **kwargs)
         if kwargs["event"] == "tests.reply":  # the wait began; a request publishes before it suspends
             assert publish_event("tests.reply", {"key": "k4", "early": True}) == 0  # nobody suspended yet
@@ -124,7 +124,7 @@ def test_an_event_published_after_the_wait_began_but_before_the_waiter_suspended
     assert (trace.state, trace.result) == ("done", {"key": "k4", "early": True})
 
 
-def test_an_event_published_before_the_wait_began_is_not_delivered(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_an_event_published_before_the_wait_began_is_not_delivered(jobs_clock) -> None:
     publish_event("tests.reply", {"key": "k5", "stale": True})
     jobs_clock.advance("1s")
     trace = run_job(step_jobs.waiter, key="k5", timeout=10)
@@ -133,7 +133,7 @@ def test_an_event_published_before_the_wait_began_is_not_delivered(jobs_clock) -
     assert trace.result is None
 
 
-def test_the_settle_recheck_wakes_a_waiter_whose_event_committed_while_it_suspended(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_settle_recheck_wakes_a_waiter_whose_event_committed_while_it_suspended(jobs_clock) -> None:
     from ultimate_jobs.db import store_for
 
     trace = run_job(step_jobs.waiter, key="k6")
@@ -148,7 +148,7 @@ def test_the_settle_recheck_wakes_a_waiter_whose_event_committed_while_it_suspen
     assert (trace.state, trace.result) == ("done", {"key": "k6"})
 
 
-def test_event_poll_bounds_each_suspension(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_event_poll_bounds_each_suspension(declare, jobs_clock) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT, event_poll="5m")
     def polled(ctx, *, k: str) -> object:
         return ctx.step.wait_for_event("w", "tests.poll", timeout="1d")
@@ -157,7 +157,7 @@ def test_event_poll_bounds_each_suspension(declare, jobs_clock) -> None:  # type
     assert Job.objects.get(id=trace.id).run_at == jobs_clock.now() + timedelta(minutes=5)
 
 
-def test_containment_matching_is_jsonb_at_greater_than(jobs_clock, declare) -> None:  # type: ignore[no-untyped-def]
+def test_containment_matching_is_jsonb_at_greater_than(jobs_clock, declare) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def nested(ctx, *, k: str) -> object:
         return ctx.step.wait_for_event("w", "tests.nested", match={"order": {"id": 7}, "tags": ["paid"]})
@@ -172,7 +172,7 @@ def test_containment_matching_is_jsonb_at_greater_than(jobs_clock, declare) -> N
 
 @pytest.mark.parametrize("event, payload", [("", {}), ("x" * 201, {}), ("ok", [1]), ("ok", {"n": float("nan")}),
                                             ("ok", {"s": "\x00"})])
-def test_publish_refuses_bad_events_before_writing(event, payload) -> None:  # type: ignore[no-untyped-def]
+def test_publish_refuses_bad_events_before_writing(event, payload) -> None:
     with pytest.raises(JobsError) as err:
         publish_event(event, payload)
     assert err.value.code == "X_EVENT_INVALID"

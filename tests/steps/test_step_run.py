@@ -18,7 +18,7 @@ from ultimate_jobs.testing import run_job
 pytestmark = pytest.mark.django_db  # the helpers run on the test's thread, inside its transaction
 
 
-def test_onboarding_a_failing_third_step_retries_only_that_step(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_onboarding_a_failing_third_step_retries_only_that_step(jobs_clock) -> None:
     trace = run_job(step_jobs.onboard, org="acme", nudge_failures=2)
     assert (trace.state, trace.attempt, trace.result) == ("done", 3, {"org": "org-acme"})
     assert effect_keys() == ["provision:acme", "welcome:acme", "nudge-try:acme", "nudge-try:acme", "nudge-try:acme"]
@@ -33,7 +33,7 @@ def test_onboarding_a_failing_third_step_retries_only_that_step(jobs_clock) -> N
     assert job["steps"][2]["completed_at"] > job["steps"][2]["started_at"]  # two 1s retry delays passed
 
 
-def test_a_failed_execution_is_recorded_with_its_error(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_failed_execution_is_recorded_with_its_error(jobs_clock) -> None:
     trace = run_job(step_jobs.onboard, org="down", nudge_failures=5)
     assert (trace.state, trace.stop_reason) == ("dead", "attempts-exhausted")
     nudge = trace.steps["nudge"]
@@ -42,13 +42,13 @@ def test_a_failed_execution_is_recorded_with_its_error(jobs_clock) -> None:  # t
     assert trace.steps["provision"].executions == 1
 
 
-def test_replay_reads_the_run_s_steps_once_per_attempt(jobs_clock, step_reads) -> None:  # type: ignore[no-untyped-def]
+def test_replay_reads_the_run_s_steps_once_per_attempt(jobs_clock, step_reads) -> None:
     trace = run_job(step_jobs.onboard, org="reads", nudge_failures=2)
     assert trace.attempt == 3
     assert step_reads == [trace.run_id] * 3  # one read per attempt, however many steps replay
 
 
-def test_the_first_run_answers_the_stored_json_form(declare) -> None:  # type: ignore[no-untyped-def]
+def test_the_first_run_answers_the_stored_json_form(declare) -> None:
     seen = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
@@ -68,7 +68,7 @@ def test_the_first_run_answers_the_stored_json_form(declare) -> None:  # type: i
     ("\ud800", "lone surrogate"),
     ("x" * 2000, "over the 1000-byte limit"),
 ])
-def test_an_unstorable_output_is_terminal_and_nothing_is_written(declare, value, why) -> None:  # type: ignore[no-untyped-def]
+def test_an_unstorable_output_is_terminal_and_nothing_is_written(declare, value, why) -> None:
     calls = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, retry=5)
@@ -87,7 +87,7 @@ def test_an_unstorable_output_is_terminal_and_nothing_is_written(declare, value,
     assert calls == [1] and trace.steps == {}
 
 
-def test_an_output_nested_too_deep_is_terminal(declare) -> None:  # type: ignore[no-untyped-def]
+def test_an_output_nested_too_deep_is_terminal(declare) -> None:
     deep: list = []
     for _ in range(100_000):
         deep = [deep]
@@ -101,7 +101,7 @@ def test_an_output_nested_too_deep_is_terminal(declare) -> None:  # type: ignore
     assert "nested too deeply" in trace.last_error
 
 
-def test_a_step_name_used_twice_is_terminal_even_when_swallowed(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_step_name_used_twice_is_terminal_even_when_swallowed(declare) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT, retry=3)
     def twice(ctx, *, k: str) -> str:
         ctx.step.run("same", lambda: 1)
@@ -124,7 +124,7 @@ def test_a_step_name_used_twice_is_terminal_even_when_swallowed(declare) -> None
     lambda ctx: ctx.step.run("", lambda: 1),
     lambda ctx: ctx.step.run("x" * 201, lambda: 1),
 ])
-def test_reserved_and_malformed_step_names_are_refused(declare, call) -> None:  # type: ignore[no-untyped-def]
+def test_reserved_and_malformed_step_names_are_refused(declare, call) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def reserved(ctx, *, k: str) -> None:
         call(ctx)
@@ -134,7 +134,7 @@ def test_reserved_and_malformed_step_names_are_refused(declare, call) -> None:  
     assert not JobStep.objects.exists()
 
 
-def test_compensate_needs_compensates_true(declare) -> None:  # type: ignore[no-untyped-def]
+def test_compensate_needs_compensates_true(declare) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def undeclared(ctx, *, k: str) -> None:
         ctx.step.run("charge", lambda: 1, compensate=lambda out: None)
@@ -144,7 +144,7 @@ def test_compensate_needs_compensates_true(declare) -> None:  # type: ignore[no-
     assert "compensates=True" in trace.last_error
 
 
-def test_a_cancelled_run_s_step_write_is_refused(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_cancelled_run_s_step_write_is_refused(declare) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
     def cancelled(ctx, *, k: str) -> None:
         def work() -> int:
@@ -158,7 +158,7 @@ def test_a_cancelled_run_s_step_write_is_refused(declare) -> None:  # type: igno
     assert trace.steps == {}
 
 
-def test_a_step_write_on_a_row_that_is_no_longer_ours_is_fenced_out(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_step_write_on_a_row_that_is_no_longer_ours_is_fenced_out(declare) -> None:
     from ultimate_jobs.models import Job
 
     seen = []
@@ -179,7 +179,7 @@ def test_a_step_write_on_a_row_that_is_no_longer_ours_is_fenced_out(declare) -> 
     assert seen == ["X_JOB_LEASE_LOST"]
 
 
-def test_final_attempt_is_true_on_the_last_attempt_only(declare) -> None:  # type: ignore[no-untyped-def]
+def test_final_attempt_is_true_on_the_last_attempt_only(declare) -> None:
     seen = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, retry=Retry(attempts=3, delay=0), compensates=True)
@@ -192,12 +192,12 @@ def test_final_attempt_is_true_on_the_last_attempt_only(declare) -> None:  # typ
     assert (trace.state, trace.max_attempts) == ("dead", 5)
 
 
-def test_effects_of_completed_steps_happen_once(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_effects_of_completed_steps_happen_once(jobs_clock) -> None:
     run_job(step_jobs.plain, key="p")
     assert Effect.objects.count() == 2
 
 
-def test_async_bodies_cannot_compensate_or_use_steps(declare) -> None:  # type: ignore[no-untyped-def]
+def test_async_bodies_cannot_compensate_or_use_steps(declare) -> None:
     from ultimate_jobs import JobsError
 
     with pytest.raises(JobsError) as err:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 mail = types.ModuleType("guide_mail")
 
 
-def _send_mail(to, template):  # type: ignore[no-untyped-def]
+def _send_mail(to, template):
     record_effect(f"mail:{template}:{to}")
     return {"to": to, "template": template}
 
@@ -35,7 +35,7 @@ def provision(org_id: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def guide_jobs():  # type: ignore[no-untyped-def]
+def guide_jobs():
     @job(name="guide.report_signup", idempotency_key="signup-report:{org_id}", tenant="{org_id}")
     def report_signup(ctx, *, org_id: str) -> None: ...
 
@@ -56,11 +56,11 @@ def guide_jobs():  # type: ignore[no-untyped-def]
 
 # -- accounts/tests/test_onboarding.py, verbatim but for the fixture that hands the jobs over --------------
 def test_the_nudge_waits_three_days_and_only_it_is_retried(guide_jobs, jobs_clock, run_job, drain_jobs,
-                                                           monkeypatch):  # type: ignore[no-untyped-def]
+                                                           monkeypatch):
     onboard_org, report_signup = guide_jobs
     failures = iter([ConnectionError("mail server down")])
 
-    def flaky_send(to, template):  # type: ignore[no-untyped-def]
+    def flaky_send(to, template):
         if template == "nudge" and (error := next(failures, None)):
             raise error
         return {"to": to, "template": template}
@@ -83,7 +83,7 @@ def test_the_nudge_waits_three_days_and_only_it_is_retried(guide_jobs, jobs_cloc
     assert_enqueued(report_signup, states=("done",), org_id="acme")
 
 
-def test_a_crash_at_any_step_boundary_never_sends_an_email_twice(guide_jobs, jobs_clock, crash_proof):  # type: ignore[no-untyped-def]
+def test_a_crash_at_any_step_boundary_never_sends_an_email_twice(guide_jobs, jobs_clock, crash_proof):
     onboard_org, _ = guide_jobs
     report = crash_proof(onboard_org, {"org_id": "initech"})
     assert ("after_checkpoint_commit", "welcome-email") in report.boundaries

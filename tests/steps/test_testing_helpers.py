@@ -20,7 +20,7 @@ from ultimate_jobs.testing import (
 
 
 @pytest.mark.django_db(transaction=True)
-def test_crash_proof_passes_for_an_idempotent_multi_step_job(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_crash_proof_passes_for_an_idempotent_multi_step_job(jobs_clock) -> None:
     report = crash_proof(step_jobs.plain, {"key": "cp"})
     assert report.reference.state == "done"
     assert report.effects == {"effect:first:cp": 1, "effect:second:cp": 1, "rows:testapp_effect": 2}
@@ -31,7 +31,7 @@ def test_crash_proof_passes_for_an_idempotent_multi_step_job(jobs_clock) -> None
 
 
 @pytest.mark.django_db(transaction=True)
-def test_crash_proof_inside_steps_asks_whether_each_step_body_is_idempotent(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_crash_proof_inside_steps_asks_whether_each_step_body_is_idempotent(jobs_clock) -> None:
     report = crash_proof(step_jobs.atomic_write, {"key": "in"}, inside_steps=True)  # rolled back: once
     assert ("after_step_body_before_checkpoint", "write") in report.boundaries
     with pytest.raises(JobsError) as err:
@@ -40,7 +40,7 @@ def test_crash_proof_inside_steps_asks_whether_each_step_body_is_idempotent(jobs
 
 
 @pytest.mark.django_db(transaction=True)
-def test_crash_proof_reports_an_effect_done_outside_a_step(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_crash_proof_reports_an_effect_done_outside_a_step(jobs_clock) -> None:
     with pytest.raises(JobsError) as err:
         crash_proof(step_jobs.outside, {"key": "o"})
     assert err.value.code == "X_JOB_CRASH_DIVERGED"
@@ -48,7 +48,7 @@ def test_crash_proof_reports_an_effect_done_outside_a_step(jobs_clock) -> None: 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_crash_proof_sees_a_double_orm_write_and_passes_atomic_steps(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_crash_proof_sees_a_double_orm_write_and_passes_atomic_steps(declare, jobs_clock) -> None:
     crash_proof(step_jobs.atomic_write, {"key": "a"}, inside_steps=True)  # atomic: one row whatever the crash
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT, retry=3)
@@ -66,7 +66,7 @@ def test_crash_proof_sees_a_double_orm_write_and_passes_atomic_steps(declare, jo
 
 
 @pytest.mark.django_db(transaction=True)
-def test_crash_proof_drives_sleeps_and_reports_once_steps_that_end_unknown(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_crash_proof_drives_sleeps_and_reports_once_steps_that_end_unknown(jobs_clock) -> None:
     report = crash_proof(step_jobs.sleeper, {"key": "z", "seconds": 60})
     assert report.reference.state == "done"
     report = crash_proof(step_jobs.once_charge, {"key": "c"})  # at most once: never twice
@@ -75,7 +75,7 @@ def test_crash_proof_drives_sleeps_and_reports_once_steps_that_end_unknown(jobs_
 
 
 @pytest.mark.django_db
-def test_run_job_works_inside_the_test_transaction(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_run_job_works_inside_the_test_transaction(jobs_clock) -> None:
     # pytest-django's plain ``db``: the test is one transaction; the helpers run on its thread.
     trace = run_job(step_jobs.onboard, org="tx", nudge_failures=1)
     assert (trace.state, trace.attempt) == ("done", 2)
@@ -96,7 +96,7 @@ def test_run_job_freezes_the_clock_over_retry_delays_when_it_is_not_frozen() -> 
 
 
 @pytest.mark.django_db
-def test_drain_runs_every_due_job_and_answers_their_traces(jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_drain_runs_every_due_job_and_answers_their_traces(jobs_clock) -> None:
     a = jobs.flaky.enqueue(key="a", failures=1)
     b = jobs.noop.enqueue(key="b")
     later = jobs.noop.using(delay="1h").enqueue(key="later")
@@ -113,7 +113,7 @@ def test_drain_with_advance_needs_a_frozen_clock() -> None:
 
 
 @pytest.mark.django_db
-def test_enqueue_assertions(declare) -> None:  # type: ignore[no-untyped-def]
+def test_enqueue_assertions(declare) -> None:
     jobs.noop.enqueue(key="k1")
     jobs.noop.enqueue(key="k2")
     assert len(assert_enqueued(jobs.noop)) == 2
@@ -140,7 +140,7 @@ def test_record_effect_counts() -> None:
     assert recorded_effects()["unit:x"] == before + 3
 
 
-def test_the_plugin_fixtures_are_registered(request, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_plugin_fixtures_are_registered(request, jobs_clock) -> None:
     from ultimate_jobs import clock
 
     assert clock.is_frozen()
@@ -151,7 +151,7 @@ def test_the_plugin_fixtures_are_registered(request, jobs_clock) -> None:  # typ
 
 
 @pytest.mark.django_db
-def test_run_job_answers_the_live_job_holding_the_key(declare, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_run_job_answers_the_live_job_holding_the_key(declare, jobs_clock) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT, retry=Retry(attempts=1))
     def nap(ctx, *, k: str) -> None:
         ctx.step.sleep("1d")

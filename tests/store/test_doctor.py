@@ -26,7 +26,7 @@ def test_a_healthy_queue_passes_every_check_that_runs() -> None:
         assert check["skipped"] == check["detail"].startswith("skipped: ")
 
 
-def test_each_check_names_its_offending_rows(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_each_check_names_its_offending_rows(frozen_clock) -> None:
     stuck = JobFactory(running=True, claimed_by="gone", visible_at=frozen_clock.now() - timedelta(seconds=1))
     unfenced = JobFactory(running=True, claim=None)
     runaway = JobFactory(dead=True, attempt=9, max_attempts=3)

@@ -16,7 +16,7 @@ from ultimate_jobs.models import Job
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_live_duplicate_answers_the_first_job_and_first_payload_wins(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_live_duplicate_answers_the_first_job_and_first_payload_wins(declare) -> None:
     @declare(idempotency_key="{key}", tenant=NO_TENANT)
     def keyed(ctx, *, key: str, note: str) -> None: ...
 
@@ -28,7 +28,7 @@ def test_a_live_duplicate_answers_the_first_job_and_first_payload_wins(declare) 
     assert ops.get_job(first.id)["payload"] == {"key": "a", "note": "first"}
 
 
-def test_names_and_tenants_never_dedupe_into_each_other(declare) -> None:  # type: ignore[no-untyped-def]
+def test_names_and_tenants_never_dedupe_into_each_other(declare) -> None:
     @declare(name="store.other_noop", idempotency_key="{key}", tenant=NO_TENANT)
     def other(ctx, *, key: str) -> None: ...
 
@@ -147,7 +147,7 @@ def test_bad_queue_names_at_enqueue_are_refused_and_the_table_is_intact(queue: s
     assert Job.objects.count() == 1
 
 
-def test_an_empty_key_is_refused_with_nothing_written(declare) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_key_is_refused_with_nothing_written(declare) -> None:
     @declare(idempotency_key=lambda key: key, tenant=NO_TENANT)
     def keyed(ctx, *, key: str) -> None: ...
 

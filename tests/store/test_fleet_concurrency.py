@@ -13,7 +13,7 @@ from ultimate_jobs.models import Job, JobLease
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _wait_for_slot(run) -> None:  # type: ignore[no-untyped-def]
+def _wait_for_slot(run) -> None:
     for _ in range(200):
         if run.slot is not None:
             return
@@ -28,7 +28,7 @@ def _finish(worker: Worker) -> None:
     worker._settle()
 
 
-def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) -> None:
     gate = threading.Event()
     ran: list[str] = []
 
@@ -58,7 +58,7 @@ def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) 
     assert not JobLease.objects.exists()  # slots are handed back when bodies return
 
 
-def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:  # type: ignore[no-untyped-def]
+def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:
     gate = threading.Event()
     ran: list[str] = []
 
@@ -82,7 +82,7 @@ def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:
     assert ran == ["a"]
 
 
-def test_a_runs_own_leftover_slot_never_fails_it(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_runs_own_leftover_slot_never_fails_it(declare) -> None:
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=Concurrency(limit=1, when_busy="fail"))
     def solo(ctx, *, ref: str) -> str:
         return "ran"
@@ -94,7 +94,7 @@ def test_a_runs_own_leftover_slot_never_fails_it(declare) -> None:  # type: igno
     assert ops.get_job(r.id)["result"] == "ran"
 
 
-def test_an_expired_slot_of_a_dead_worker_is_taken_over(declare, frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_an_expired_slot_of_a_dead_worker_is_taken_over(declare, frozen_clock) -> None:
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=1)
     def solo2(ctx, *, ref: str) -> str:
         return "ran"
@@ -107,7 +107,7 @@ def test_an_expired_slot_of_a_dead_worker_is_taken_over(declare, frozen_clock) -
     assert ops.get_job(r.id)["result"] == "ran"
 
 
-def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen_clock) -> None:
     release = threading.Event()
 
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=1)
@@ -132,7 +132,7 @@ def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen
     assert (row.state, row.attempt) == ("ready", 0)
 
 
-def test_burst_runs_jobs_it_handed_back_for_a_busy_key(declare) -> None:  # type: ignore[no-untyped-def]
+def test_burst_runs_jobs_it_handed_back_for_a_busy_key(declare) -> None:
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=Concurrency(key="{account}", limit=1))
     def serial(ctx, *, ref: str, account: str) -> str:
         return ref

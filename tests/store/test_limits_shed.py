@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @override_settings(ULTIMATE_JOBS={"LIMITS": {"per_tenant": 1}})
-def test_one_run_per_tenant_in_flight_and_the_excess_is_shed_uncounted(declare) -> None:  # type: ignore[no-untyped-def]
+def test_one_run_per_tenant_in_flight_and_the_excess_is_shed_uncounted(declare) -> None:
     gate = threading.Event()
 
     @declare(idempotency_key="{ref}", tenant="{org}")

@@ -69,7 +69,7 @@ def test_list_jobs_refuses_bad_arguments(kwargs: dict) -> None:
         ops.list_jobs(**kwargs)
 
 
-def test_redaction_masks_secret_keys_at_any_depth(declare) -> None:  # type: ignore[no-untyped-def]
+def test_redaction_masks_secret_keys_at_any_depth(declare) -> None:
     from ultimate_jobs import NO_TENANT
 
     @declare(idempotency_key="{ref}", tenant=NO_TENANT)

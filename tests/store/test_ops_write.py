@@ -20,7 +20,7 @@ def drain() -> None:
     Worker(queues=["default"], burst=True).run(install_signals=False)
 
 
-def refused(code: str, fn, *args, **kwargs) -> JobsError:  # type: ignore[no-untyped-def]
+def refused(code: str, fn, *args, **kwargs) -> JobsError:
     with pytest.raises(JobsError) as err:
         fn(*args, **kwargs)
     assert err.value.code == code, err.value
@@ -78,7 +78,7 @@ def test_cancel_stops_live_jobs_and_refuses_finished_ones() -> None:
     assert ops.counters("tests.noop")["totals"] == {"cancelled": 1}
 
 
-def test_cancelling_a_running_job_stops_it_at_the_next_heartbeat(declare) -> None:  # type: ignore[no-untyped-def]
+def test_cancelling_a_running_job_stops_it_at_the_next_heartbeat(declare) -> None:
     import threading
 
     from ultimate_jobs import NO_TENANT
@@ -171,7 +171,7 @@ def test_pause_and_resume_a_queue() -> None:
     refused("X_QUEUE_INVALID", ops.pause_queue, "Bad Queue")
 
 
-def test_queue_stats_put_every_row_in_exactly_one_bucket(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_queue_stats_put_every_row_in_exactly_one_bucket(frozen_clock) -> None:
     JobFactory(run_at=frozen_clock.now() - timedelta(seconds=90))
     JobFactory(state="delayed", run_at=frozen_clock.now() - timedelta(seconds=10))  # due: counts as ready
     JobFactory(delayed=True)
@@ -207,7 +207,7 @@ def test_counters_move_with_each_settle() -> None:
     assert totals[("default", "dead")] == 1 and totals[("default", "done")] == 1
 
 
-def test_counters_fold_into_coarser_tiers_and_expire(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_counters_fold_into_coarser_tiers_and_expire(frozen_clock) -> None:
     from ultimate_jobs import clock as jobs_clock
     from ultimate_jobs.models import JobCounter
     from ultimate_jobs.ops.counters import prune_counters
@@ -234,7 +234,7 @@ def test_counters_fold_into_coarser_tiers_and_expire(frozen_clock) -> None:  # t
     assert totals == {("default", "done"): 1, ("default", "retried"): 2, ("default", "dead"): 1}
 
 
-def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:
     from ultimate_jobs.models import WorkerHeartbeat
 
     worker = Worker(queues=["default", "other"], concurrency=3)
@@ -250,7 +250,7 @@ def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:  # type:
     assert not WorkerHeartbeat.objects.exists()
 
 
-def test_a_lost_lease_is_counted_but_an_operator_cancel_is_not(frozen_clock, declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_lost_lease_is_counted_but_an_operator_cancel_is_not(frozen_clock, declare) -> None:
     import threading
 
     from ultimate_jobs import NO_TENANT

@@ -43,7 +43,7 @@ class MarkSpy:
     def __getattr__(self, name: str) -> object:
         return getattr(self.store, name)
 
-    def outbox_mark_published(self, **kwargs):  # type: ignore[no-untyped-def]
+    def outbox_mark_published(self, **kwargs):
         answer = self.store.outbox_mark_published(**kwargs)  # type: ignore[attr-defined]
         self.marked.extend(outbox_id for outbox_id, _ in kwargs["published"])
         return answer
@@ -126,12 +126,12 @@ def test_outbox_required_refuses_an_autocommit_enqueue_and_writes_nothing() -> N
     assert OutboxEntry.objects.count() == 1
 
 
-def test_enqueue_many_stages_one_statement_per_thousand_and_folds_shared_keys(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_enqueue_many_stages_one_statement_per_thousand_and_folds_shared_keys(monkeypatch) -> None:
     store = store_for()
     calls: list[int] = []
     stage_many = store.outbox_stage_many
 
-    def counting(**kwargs):  # type: ignore[no-untyped-def]
+    def counting(**kwargs):
         calls.append(len(kwargs["rows"]))
         return stage_many(**kwargs)
 
@@ -159,7 +159,7 @@ def test_a_staged_row_that_dedupes_into_a_live_job_records_it_and_get_job_follow
     assert ops.get_job(live.id)["staged_id"] is None
 
 
-def test_a_delay_counts_from_the_enqueue_not_from_the_publish(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_delay_counts_from_the_enqueue_not_from_the_publish(frozen_clock) -> None:
     staged_at = frozen_clock.now()
     with transaction.atomic():
         result = noop.using(delay="60s").enqueue(key="later")
@@ -181,7 +181,7 @@ def test_rows_of_one_transaction_publish_in_staging_order_across_passes() -> Non
     assert relay.stats["passes"] == 6  # five batches, then one pass that claims nothing
 
 
-def test_a_claim_is_a_lease_no_other_relay_takes_inside_it(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_claim_is_a_lease_no_other_relay_takes_inside_it(frozen_clock) -> None:
     stage([f"l{i}" for i in range(4)])
     store = store_for()
     held = store.outbox_claim(relay_id="a", limit=2, lease=30, now=frozen_clock.now())
@@ -193,7 +193,7 @@ def test_a_claim_is_a_lease_no_other_relay_takes_inside_it(frozen_clock) -> None
     assert [r.id for r in taken] == staged_order()  # A's lapsed rows first, then the rest, in order
 
 
-def test_a_stalled_relays_late_mark_and_release_are_no_ops(frozen_clock, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_stalled_relays_late_mark_and_release_are_no_ops(frozen_clock, caplog) -> None:
     results = stage(["s1", "s2", "s3"])
     store = store_for()
     stalled = Relay(relay_id="stalled", lease=30)
@@ -219,7 +219,7 @@ def test_a_stalled_relays_late_mark_and_release_are_no_ops(frozen_clock, caplog)
     assert sorted(Job.objects.values_list("id", flat=True)) == sorted(r.id for r in results)
 
 
-def test_a_dead_relays_rows_are_reclaimed_after_the_lease(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_dead_relays_rows_are_reclaimed_after_the_lease(frozen_clock) -> None:
     stage(["d1", "d2"])
     store_for().outbox_claim(relay_id="dead", limit=10, lease=30, now=frozen_clock.now())
     relay = Relay(relay_id="alive", lease=30)
@@ -229,7 +229,7 @@ def test_a_dead_relays_rows_are_reclaimed_after_the_lease(frozen_clock) -> None:
     assert Job.objects.count() == 2
 
 
-def test_a_poison_row_stops_its_batch_and_the_rest_is_released_and_retried(frozen_clock, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_poison_row_stops_its_batch_and_the_rest_is_released_and_retried(frozen_clock, caplog) -> None:
     results = stage([f"p{i}" for i in range(10)])
     poison = results[4].id
     OutboxEntry.objects.filter(id=poison).update(payload="{not json")
@@ -254,7 +254,7 @@ def test_a_poison_row_stops_its_batch_and_the_rest_is_released_and_retried(froze
     assert Job.objects.count() == 10
 
 
-def test_published_rows_are_deleted_after_the_retention_and_unpublished_ones_never(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_published_rows_are_deleted_after_the_retention_and_unpublished_ones_never(frozen_clock) -> None:
     stage(["old"])
     Relay(relay_id="r").run_once()
     stage(["waiting"])
@@ -267,7 +267,7 @@ def test_published_rows_are_deleted_after_the_retention_and_unpublished_ones_nev
 
 
 @override_settings(ULTIMATE_JOBS={"OUTBOX_RETENTION": "1h"})
-def test_the_relay_sweeps_published_rows_past_the_retention(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_relay_sweeps_published_rows_past_the_retention(frozen_clock) -> None:
     stage(["swept"])
     Relay(relay_id="r").run_once()
     frozen_clock.advance(timedelta(hours=2))
@@ -292,7 +292,7 @@ def test_the_relays_lease_and_batch_size_are_validated() -> None:
 
 
 @pytest.mark.postgres_only
-def test_a_held_transaction_holds_back_only_its_own_rows(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_held_transaction_holds_back_only_its_own_rows(frozen_clock) -> None:
     first = stage([f"t1-{i}" for i in range(4)])
     second = stage([f"t2-{i}" for i in range(2)])
     store = store_for()
@@ -322,7 +322,7 @@ def test_a_staged_row_wakes_relays_at_commit_and_never_on_rollback() -> None:
     assert [(n.channel, n.payload) for n in notes] == [("ultimate_jobs_outbox", "wake-b")]
 
 
-def _raw_connection():  # type: ignore[no-untyped-def]
+def _raw_connection():
     """A second PostgreSQL session on the test database, outside Django."""
     import psycopg
     from django.db import connection
@@ -334,7 +334,7 @@ def _raw_connection():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.postgres_only
-def test_a_claim_never_takes_rows_behind_a_concurrent_uncommitted_claim(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_claim_never_takes_rows_behind_a_concurrent_uncommitted_claim(frozen_clock) -> None:
     """SKIP LOCKED passes over the rows another claim is locking without a trace; the claim must
     still not take the rows staged after them in the same transaction."""
     from ultimate_jobs.db.postgres import OUTBOX_CLAIM

@@ -55,7 +55,7 @@ def declare_purge(declared: Declared) -> Iterator[Callable[..., Any]]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_pass_calls_every_target_with_one_clock_reading_and_answers_their_counts(  # type: ignore[no-untyped-def]
+def test_a_pass_calls_every_target_with_one_clock_reading_and_answers_their_counts(
         declare_purge, frozen_at) -> None:
     frozen_at(NOW)
     sessions = Sessions()
@@ -79,7 +79,7 @@ def test_a_pass_calls_every_target_with_one_clock_reading_and_answers_their_coun
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_target_retries_the_job_without_redoing_the_targets_already_done(  # type: ignore[no-untyped-def]
+def test_a_failing_target_retries_the_job_without_redoing_the_targets_already_done(
         declare_purge, frozen_at) -> None:
     frozen_at(NOW)
     first, flaky = Sessions(answer=1), Sessions(answer=2, fail_first=1)
@@ -98,7 +98,7 @@ def test_a_failing_target_retries_the_job_without_redoing_the_targets_already_do
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_target_that_keeps_failing_dead_letters_the_pass(declare_purge, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_a_target_that_keeps_failing_dead_letters_the_pass(declare_purge, frozen_at) -> None:
     frozen_at(NOW)
     broken = Sessions(fail_first=10)
     handle = declare_purge(name="tests.broken-purge", targets=[AuditLog, broken], retry=2)
@@ -110,7 +110,7 @@ def test_a_target_that_keeps_failing_dead_letters_the_pass(declare_purge, frozen
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_crash_at_any_step_boundary_purges_each_target_once(declare_purge, jobs_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_crash_at_any_step_boundary_purges_each_target_once(declare_purge, jobs_clock) -> None:
     handle = declare_purge(name="tests.crash-purge", targets=[Sessions(), AuditLog])
     report = crash_proof(handle, {})
     assert report.reference.state == "done"
@@ -120,7 +120,7 @@ def test_a_crash_at_any_step_boundary_purges_each_target_once(declare_purge, job
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_model_or_its_manager_is_a_target(declare_purge, frozen_at, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_model_or_its_manager_is_a_target(declare_purge, frozen_at, monkeypatch) -> None:
     def purge_expired(now: datetime) -> int:
         return Effect.objects.filter(created_at__lt=now - timedelta(days=1)).delete()[0]
 
@@ -188,7 +188,7 @@ def test_declaration_refusals(options: dict[str, Any], says: str) -> None:
     assert "tests.p" not in {h.name for h in registered_jobs()}
 
 
-def test_a_name_declared_by_another_module_or_by_a_job_is_a_duplicate(declare_purge) -> None:  # type: ignore[no-untyped-def]
+def test_a_name_declared_by_another_module_or_by_a_job_is_a_duplicate(declare_purge) -> None:
     handle = declare_purge(name="tests.shared-purge", targets=[AuditLog])
     again = declare_purge(name="tests.shared-purge", targets=[AuditLog, Sessions()])  # same module: replaced
     assert [h for h in registered_jobs() if h.name == "tests.shared-purge"] == [again]
@@ -206,7 +206,7 @@ def test_a_name_declared_by_another_module_or_by_a_job_is_a_duplicate(declare_pu
     assert [h for h in registered_jobs() if h.name == "tests.shared-purge"] == [again]
 
 
-def test_the_key_is_the_name_and_the_job_takes_no_input(declare_purge) -> None:  # type: ignore[no-untyped-def]
+def test_the_key_is_the_name_and_the_job_takes_no_input(declare_purge) -> None:
     handle = declare_purge(name="tests.{braces}-purge", targets=[AuditLog], tenant="ops", queue="maintenance")
     assert handle.idempotency_key_for() == "tests.{braces}-purge"
     assert handle.tenant_for() == "ops"

@@ -24,7 +24,7 @@ def make(state: str, age: timedelta, run_id: object = None) -> Job:
                               created_at=NOW - age, updated_at=NOW - age, finished_at=finished)
 
 
-def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_at, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_at, monkeypatch) -> None:
     from ultimate_jobs.factories import retention
 
     monkeypatch.setattr(retention.finished_jobs, "batch", 2)
@@ -53,7 +53,7 @@ def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_
     assert list(JobStep.objects.exclude(run_id=run_id).values_list("run_id", flat=True)) == [shared.run_id]
 
 
-def test_retention_follows_the_settings(frozen_at, settings) -> None:  # type: ignore[no-untyped-def]
+def test_retention_follows_the_settings(frozen_at, settings) -> None:
     frozen_at(NOW)
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "DONE_RETENTION": "1h", "DEAD_RETENTION": "2d"}
     make("done", timedelta(hours=2))
@@ -70,7 +70,7 @@ def test_retention_follows_the_settings(frozen_at, settings) -> None:  # type: i
     assert list(Job.objects.values_list("state", flat=True)) == ["done"]  # the second run; the first went too
 
 
-def test_the_hourly_retention_task_is_on_by_default_and_fires_the_purge(frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_the_hourly_retention_task_is_on_by_default_and_fires_the_purge(frozen_at) -> None:
     retention = next(t for t in registered_tasks() if t.name == "ultimate_jobs.retention")
     frozen_at(utc(2026, 6, 1, 12, 10))
     scheduler = Scheduler(tasks=[retention])
@@ -86,7 +86,7 @@ def event(name: str, age: timedelta) -> JobEvent:
     return JobEvent.objects.create(name=name, payload={"n": 1}, published_at=NOW - age)
 
 
-def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_could_take_them(  # type: ignore[no-untyped-def]
+def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_could_take_them(
         frozen_at, settings) -> None:
     frozen_at(NOW)
     old = [event("invoice.paid", 91 * DAY), event("org.created", 200 * DAY)]
@@ -115,7 +115,7 @@ def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_co
     assert list(JobEvent.objects.values_list("id", flat=True)) == [awaited.id]  # still awaited
 
 
-def test_a_drained_pass_stops_between_batches_and_resumes_at_the_next_target(frozen_at, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_drained_pass_stops_between_batches_and_resumes_at_the_next_target(frozen_at, monkeypatch) -> None:
     from ultimate_jobs.db import store_for
     from ultimate_jobs.factories import retention
     from ultimate_jobs.factories.purge import _running
@@ -130,7 +130,7 @@ def test_a_drained_pass_stops_between_batches_and_resumes_at_the_next_target(fro
     original = store_type.job_purge_finished
     batches = []
 
-    def drain_after_the_first_batch(self, **kwargs):  # type: ignore[no-untyped-def]
+    def drain_after_the_first_batch(self, **kwargs):
         batches.append(kwargs["limit"])
         answer = original(self, **kwargs)
         _running.get().set("X_DRAINING")  # the worker began to drain during the pass

@@ -24,12 +24,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 T0 = utc(2026, 6, 1, 10, 0, 30)
 
 
-def minutely(declare_task, name: str = "t.minutely", **options: object):  # type: ignore[no-untyped-def]
+def minutely(declare_task, name: str = "t.minutely", **options: object):
     return declare_task(name=name, cron="* * * * *", tz="Europe/Berlin", job=jobs.noop, input={"key": "tick"},
                         **options)
 
 
-def hourly(declare_task, name: str = "t.hourly", **options: object):  # type: ignore[no-untyped-def]
+def hourly(declare_task, name: str = "t.hourly", **options: object):
     return declare_task(name=name, cron="0 * * * *", tz="UTC", job=jobs.noop,
                         input=lambda at: {"key": at.strftime("%H:%M")}, **options)
 
@@ -43,7 +43,7 @@ def fired(name: str) -> list[str]:
     return out
 
 
-def test_the_first_round_arms_without_firing_then_each_occurrence_fires_once(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_the_first_round_arms_without_firing_then_each_occurrence_fires_once(declare_task, frozen_at) -> None:
     every = minutely(declare_task)
     frozen_at(T0)
     scheduler = Scheduler(tasks=[every])
@@ -62,7 +62,7 @@ def test_the_first_round_arms_without_firing_then_each_occurrence_fires_once(dec
     assert (job.name, job.payload, job.enqueued_by) == ("tests.noop", {"key": "tick"}, "task:t.minutely")
 
 
-def test_the_round_waits_for_the_next_occurrence_or_the_lease_renewal(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_the_round_waits_for_the_next_occurrence_or_the_lease_renewal(declare_task, frozen_at) -> None:
     frozen_at(T0)
     scheduler = Scheduler(tasks=[hourly(declare_task)], lease=30)
     assert 9.9 < scheduler.run_once().wait <= 10.0  # renewal every third of the lease
@@ -70,7 +70,7 @@ def test_the_round_waits_for_the_next_occurrence_or_the_lease_renewal(declare_ta
     assert 2.9 < scheduler.run_once().wait <= 3.0  # wakes at 11:00:00
 
 
-def test_a_manual_run_uses_the_jobs_plain_key(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_a_manual_run_uses_the_jobs_plain_key(declare_task, frozen_at) -> None:
     frozen_at(T0)
     every = minutely(declare_task)
     first, = every.enqueue()
@@ -86,7 +86,7 @@ def test_a_manual_run_uses_the_jobs_plain_key(declare_task, frozen_at) -> None: 
     ("run-all", 3, ["08:00", "09:00", "10:00"]),  # bounded: the most recent max_catch_up
     ("skip", 1, ["10:00"]),
 ])
-def test_catch_up_after_an_outage(declare_task, frozen_at, catch_up, max_catch_up, expected) -> None:  # type: ignore[no-untyped-def]
+def test_catch_up_after_an_outage(declare_task, frozen_at, catch_up, max_catch_up, expected) -> None:
     task = hourly(declare_task, catch_up=catch_up, max_catch_up=max_catch_up)
     set_watermark(task.name, utc(2026, 6, 1, 0, 0))  # everything was down from midnight
     frozen_at(T0)
@@ -102,7 +102,7 @@ def test_catch_up_after_an_outage(declare_task, frozen_at, catch_up, max_catch_u
     assert fired(task.name) == [*expected, "11:00"]
 
 
-def test_a_new_leader_catches_up_from_the_watermark_it_inherits(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_leader_catches_up_from_the_watermark_it_inherits(declare_task, frozen_at) -> None:
     task = hourly(declare_task, catch_up="run-all")
     frozen_at(T0)
     Scheduler(tasks=[task], holder="old").run_once()
@@ -111,7 +111,7 @@ def test_a_new_leader_catches_up_from_the_watermark_it_inherits(declare_task, fr
     assert [f.occurrence.strftime("%H:%M") for f in report.fired] == ["11:00", "12:00", "13:00"]
 
 
-def test_a_leader_whose_lease_expired_mid_round_stops_and_the_new_leader_does_not_double_fire(  # type: ignore[no-untyped-def]
+def test_a_leader_whose_lease_expired_mid_round_stops_and_the_new_leader_does_not_double_fire(
         declare_task, frozen_at, caplog) -> None:
     a, b = minutely(declare_task, "t.a"), minutely(declare_task, "t.b")
     frozen_at(T0)
@@ -137,7 +137,7 @@ def test_a_leader_whose_lease_expired_mid_round_stops_and_the_new_leader_does_no
     assert not first.run_once().leading  # and it stays a standby while the lease is live
 
 
-def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(  # type: ignore[no-untyped-def]
+def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(
         declare_task, frozen_at) -> None:
     every = minutely(declare_task)
     frozen_at(T0)
@@ -156,7 +156,7 @@ def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(  
     assert SchedulerState.objects.get(name="t.minutely").fires == 2
 
 
-def test_a_paused_task_fires_nothing_and_on_resume_its_catch_up_decides(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_a_paused_task_fires_nothing_and_on_resume_its_catch_up_decides(declare_task, frozen_at) -> None:
     skip = hourly(declare_task, "t.skip", catch_up="skip")
     every = hourly(declare_task, "t.all", catch_up="run-all")
     frozen_at(T0)
@@ -181,7 +181,7 @@ def test_a_paused_task_fires_nothing_and_on_resume_its_catch_up_decides(declare_
     assert row["next_run_at"] == "2026-06-01T14:00:00Z" and row["cron"] == "0 * * * *"
 
 
-def test_pausing_before_any_scheduler_ran_still_arms_without_firing(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_pausing_before_any_scheduler_ran_still_arms_without_firing(declare_task, frozen_at) -> None:
     task = hourly(declare_task)
     frozen_at(T0)
     ops.pause_task(task)
@@ -190,7 +190,7 @@ def test_pausing_before_any_scheduler_ran_still_arms_without_firing(declare_task
     assert ops.task_fires(task)[0]["watermark"] == "2026-06-01T10:00:30Z"
 
 
-def test_the_idle_scheduler_reads_no_task_state(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_the_idle_scheduler_reads_no_task_state(declare_task, frozen_at) -> None:
     frozen_at(T0)
     scheduler = Scheduler(tasks=[hourly(declare_task, "t.one"), hourly(declare_task, "t.two")])
     scheduler.run_once()
@@ -203,7 +203,7 @@ def test_the_idle_scheduler_reads_no_task_state(declare_task, frozen_at) -> None
     assert len(queries.captured_queries) == (5 if connection.vendor == "sqlite" else 0)
 
 
-def test_an_input_callable_that_raises_fires_nothing_and_keeps_the_watermark(  # type: ignore[no-untyped-def]
+def test_an_input_callable_that_raises_fires_nothing_and_keeps_the_watermark(
         declare_task, frozen_at, caplog) -> None:
     broken = {"yes": True}
 
@@ -229,7 +229,7 @@ def test_an_input_callable_that_raises_fires_nothing_and_keeps_the_watermark(  #
 
 
 @pytest.mark.postgres_only
-def test_one_round_at_a_time_a_second_caller_joins_the_round_in_flight(declare_task, frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_one_round_at_a_time_a_second_caller_joins_the_round_in_flight(declare_task, frozen_at) -> None:
     every = minutely(declare_task)
     frozen_at(T0)
     scheduler = Scheduler(tasks=[every])
@@ -264,7 +264,7 @@ def test_one_round_at_a_time_a_second_caller_joins_the_round_in_flight(declare_t
 
 
 @pytest.mark.postgres_only
-def test_a_process_clock_ten_minutes_off_neither_fires_early_nor_steals_a_lease(  # type: ignore[no-untyped-def]
+def test_a_process_clock_ten_minutes_off_neither_fires_early_nor_steals_a_lease(
         declare_task, monkeypatch) -> None:
     real_now = clock.now()
     soon = (real_now + timedelta(minutes=5)).astimezone(clock.now().tzinfo)
@@ -284,7 +284,7 @@ def test_a_process_clock_ten_minutes_off_neither_fires_early_nor_steals_a_lease(
     assert task_jobs("t.in-five") == []
 
 
-def test_jobs_scheduler_burst_runs_one_round_and_hands_the_lease_back(frozen_at) -> None:  # type: ignore[no-untyped-def]
+def test_jobs_scheduler_burst_runs_one_round_and_hands_the_lease_back(frozen_at) -> None:
     frozen_at(utc(2026, 6, 1, 12, 10))
 
     def burst() -> dict:  # type: ignore[type-arg]
@@ -305,7 +305,7 @@ def test_jobs_scheduler_burst_runs_one_round_and_hands_the_lease_back(frozen_at)
 
 
 @pytest.mark.postgres_only
-def test_two_forced_leaders_racing_on_their_own_connections_fire_each_occurrence_once(  # type: ignore[no-untyped-def]
+def test_two_forced_leaders_racing_on_their_own_connections_fire_each_occurrence_once(
         declare_task, frozen_at) -> None:
     every = minutely(declare_task)
     frozen_at(T0)

@@ -62,7 +62,7 @@ def test_a_code_registered_terminal_stops_at_once() -> None:
     assert (job["state"], job["attempt"], job["error_code"]) == ("dead", 1, "STORE_DECLINED")
 
 
-def test_unclassified_codes_keep_the_schedule(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_unclassified_codes_keep_the_schedule(frozen_clock) -> None:
     r = jobs.coded.enqueue(key="u", code="SOMETHING")
     worker = Worker(queues=["default"])
     worker.run_once()
@@ -72,7 +72,7 @@ def test_unclassified_codes_keep_the_schedule(frozen_clock) -> None:  # type: ig
     assert row.run_at - frozen_clock.now() == timedelta(seconds=1)  # Retry(delay=1s), attempt 1
 
 
-def test_retry_after_uses_the_stated_delay_clamped_and_burns_an_attempt(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_retry_after_uses_the_stated_delay_clamped_and_burns_an_attempt(frozen_clock) -> None:
     worker = Worker(queues=["default"])
     short = jobs.retry_after.enqueue(key="s", seconds=7)
     long = jobs.retry_after.enqueue(key="l", seconds=3600)
@@ -84,7 +84,7 @@ def test_retry_after_uses_the_stated_delay_clamped_and_burns_an_attempt(frozen_c
     assert lg.run_at - now == timedelta(seconds=60)  # clamped by max_delay
 
 
-def test_a_retry_waits_for_its_delay_then_runs(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_retry_waits_for_its_delay_then_runs(frozen_clock) -> None:
     r = jobs.coded.enqueue(key="w", code="LATER")
     worker = Worker(queues=["default"])
     worker.run_once()
@@ -160,7 +160,7 @@ def test_a_timeout_cancels_the_token_then_fails_the_attempt() -> None:
     assert (job["state"], job["attempt"], job["error_code"]) == ("dead", 2, "X_JOB_TIMEOUT")
 
 
-def test_a_lapsed_lease_is_handed_back_and_the_attempt_counts(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_lapsed_lease_is_handed_back_and_the_attempt_counts(frozen_clock) -> None:
     r = jobs.noop.enqueue(key="lapse")
     Job.objects.filter(id=r.id).update(state="running", attempt=1, claimed_by="dead-worker",
                                        visible_at=frozen_clock.now() - timedelta(seconds=1))
@@ -170,7 +170,7 @@ def test_a_lapsed_lease_is_handed_back_and_the_attempt_counts(frozen_clock) -> N
     assert job["error_code"] == "X_LEASE_LAPSED"
 
 
-def test_a_lease_lapsing_on_the_final_attempt_dead_letters(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_lease_lapsing_on_the_final_attempt_dead_letters(frozen_clock) -> None:
     r = jobs.noop.enqueue(key="final")
     Job.objects.filter(id=r.id).update(state="running", attempt=3, max_attempts=3, claimed_by="dead-worker",
                                        visible_at=frozen_clock.now() - timedelta(seconds=1))
@@ -180,7 +180,7 @@ def test_a_lease_lapsing_on_the_final_attempt_dead_letters(frozen_clock) -> None
     assert "lease lapsed on the final attempt" in job["last_error"]
 
 
-def test_a_live_lease_is_not_rescued(frozen_clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_live_lease_is_not_rescued(frozen_clock) -> None:
     r = jobs.noop.enqueue(key="alive")
     Job.objects.filter(id=r.id).update(state="running", attempt=1, claimed_by="busy-worker",
                                        visible_at=frozen_clock.now() + timedelta(seconds=5))
@@ -188,7 +188,7 @@ def test_a_live_lease_is_not_rescued(frozen_clock) -> None:  # type: ignore[no-u
     assert Job.objects.get(id=r.id).state == "running"
 
 
-def test_settlement_is_fenced_on_the_claim_token(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_settlement_is_fenced_on_the_claim_token(caplog) -> None:
     r = jobs.noop.enqueue(key="fenced")
     worker = Worker(queues=["default"])
     (run,) = worker.run_once()
@@ -207,7 +207,7 @@ def test_settlement_is_fenced_on_the_claim_token(caplog) -> None:  # type: ignor
     assert Job.objects.get(id=r2.id).state == "running"
 
 
-def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, declare) -> None:  # type: ignore[no-untyped-def]
+def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, declare) -> None:
     import threading
 
     release = threading.Event()

@@ -7,7 +7,7 @@ import pytest
 from ultimate_jobs import NO_TENANT, Concurrency, JobsError, Retry, job, registered_jobs
 
 
-def _code(fn) -> str:  # type: ignore[no-untyped-def]
+def _code(fn) -> str:
     with pytest.raises(JobsError) as err:
         fn()
     assert err.value.cause and err.value.fix
@@ -22,7 +22,7 @@ def test_missing_tenant_is_refused() -> None:
     assert _code(lambda: job(idempotency_key="k")(lambda ctx: None)) == "X_JOB_TENANT_REQUIRED"
 
 
-def test_a_second_job_on_one_name_is_refused(declare) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_job_on_one_name_is_refused(declare) -> None:
     @declare(name="unit.dup", idempotency_key="k", tenant=NO_TENANT)
     def first(ctx) -> None: ...
 
@@ -84,7 +84,7 @@ def test_bad_names_are_refused() -> None:
             == "X_JOB_DECLARATION_INVALID"
 
 
-def test_the_handle_resolves_its_declaration(declare) -> None:  # type: ignore[no-untyped-def]
+def test_the_handle_resolves_its_declaration(declare) -> None:
     @declare(idempotency_key="onboard:{org_id}", tenant=lambda org_id, **_: org_id, queue="onboarding",
              retry=Retry(attempts=5, backoff="linear", delay="2s"), timeout="10m", priority=-1,
              concurrency=Concurrency(key="{org_id}", limit=2, when_busy="fail"))
@@ -105,7 +105,7 @@ def test_the_handle_resolves_its_declaration(declare) -> None:  # type: ignore[n
     assert onboard in registered_jobs()
 
 
-def test_calling_the_handle_directly_is_refused_and_names_the_way(declare) -> None:  # type: ignore[no-untyped-def]
+def test_calling_the_handle_directly_is_refused_and_names_the_way(declare) -> None:
     @declare(idempotency_key="k", tenant=NO_TENANT)
     def direct(ctx) -> None: ...
 
@@ -116,7 +116,7 @@ def test_calling_the_handle_directly_is_refused_and_names_the_way(declare) -> No
     assert "ultimate_jobs.testing" in err.value.fix
 
 
-def test_an_empty_key_is_an_invariant_error(declare) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_key_is_an_invariant_error(declare) -> None:
     @declare(idempotency_key=lambda key: key, tenant=NO_TENANT)
     def keyed(ctx, *, key: str) -> None: ...
 
@@ -125,7 +125,7 @@ def test_an_empty_key_is_an_invariant_error(declare) -> None:  # type: ignore[no
     assert err.value.code == "X_INVARIANT"
 
 
-def test_bad_concurrency_keys_are_refused_when_rendered(declare) -> None:  # type: ignore[no-untyped-def]
+def test_bad_concurrency_keys_are_refused_when_rendered(declare) -> None:
     @declare(idempotency_key="{k}", tenant=NO_TENANT, concurrency=Concurrency(key=lambda k: k))
     def limited(ctx, *, k: object) -> None: ...
 
@@ -141,7 +141,7 @@ def test_registered_jobs_are_sorted_by_code_point() -> None:
     assert "tests.noop" in names
 
 
-def test_parse_validates_and_answers_the_stored_json_form(declare) -> None:  # type: ignore[no-untyped-def]
+def test_parse_validates_and_answers_the_stored_json_form(declare) -> None:
     import datetime
     import decimal
     import uuid

@@ -5,7 +5,7 @@ from ultimate_jobs import JobsError, faults
 
 
 @pytest.fixture(autouse=True)
-def _disarm():  # type: ignore[no-untyped-def]
+def _disarm():
     yield
     faults.arm("")
 

@@ -37,7 +37,7 @@ def test_rate_per_tenant_is_a_sliding_window() -> None:
     assert limits.tracked() == 0  # an idle tenant's window is forgotten
 
 
-def test_per_tenant_state_is_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_per_tenant_state_is_bounded(monkeypatch) -> None:
     monkeypatch.setattr(limits_module, "MAX_TRACKED_TENANTS", 50)
     limits = ProcessLimits({"rate_per_tenant": {"limit": 1, "window": 60.0}}, monotonic=Clock())
     for n in range(500):

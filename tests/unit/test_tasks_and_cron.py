@@ -53,7 +53,7 @@ def test_bad_options_are_refused(bad: dict[str, object]) -> None:
     assert "t.refused" not in [t.name for t in registered_tasks()]
 
 
-def test_a_second_module_declaring_the_same_name_is_refused(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_module_declaring_the_same_name_is_refused(declare_task) -> None:
     declare_task(**options(name="t.twice"))
     declare_task(**options(name="t.twice", cron="0 4 * * *"))  # the same module again (a re-import) replaces
     elsewhere = {"__name__": "other.jobs", "task": task, "options": options}
@@ -63,7 +63,7 @@ def test_a_second_module_declaring_the_same_name_is_refused(declare_task) -> Non
     assert [t.cron for t in registered_tasks() if t.name == "t.twice"] == ["0 4 * * *"]
 
 
-def test_declared_tasks_are_listed_by_name_with_the_built_in_retention_purge(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_declared_tasks_are_listed_by_name_with_the_built_in_retention_purge(declare_task) -> None:
     declare_task(**options(name="t.b"))
     declare_task(**options(name="t.a", cron="@hourly"))
     names = [t.name for t in registered_tasks()]
@@ -78,7 +78,7 @@ def test_declared_tasks_are_listed_by_name_with_the_built_in_retention_purge(dec
 # -- occurrences across daylight-saving changes ----------------------------------------------
 
 
-def test_spring_forward_fires_a_swallowed_time_once_at_the_first_instant_after_the_gap(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_spring_forward_fires_a_swallowed_time_once_at_the_first_instant_after_the_gap(declare_task) -> None:
     nightly = declare_task(**options(name="t.nightly", cron="30 2 * * *"))
     first = ops.next_task_run(nightly, utc(2026, 3, 28, 12))
     assert first == utc(2026, 3, 29, 1, 0)  # 02:30 does not exist; 03:00 CEST is the first instant after
@@ -86,14 +86,14 @@ def test_spring_forward_fires_a_swallowed_time_once_at_the_first_instant_after_t
     assert ops.next_task_run("t.nightly", first) == utc(2026, 3, 30, 0, 30)  # 02:30 CEST again
 
 
-def test_fall_back_fires_an_ambiguous_time_once_at_its_first_occurrence(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_fall_back_fires_an_ambiguous_time_once_at_its_first_occurrence(declare_task) -> None:
     nightly = declare_task(**options(name="t.nightly", cron="30 2 * * *"))
     first = ops.next_task_run(nightly, utc(2026, 10, 24, 12))
     assert first == utc(2026, 10, 25, 0, 30)  # 02:30 CEST, the first of the two 02:30s
     assert ops.next_task_run(nightly, first) == utc(2026, 10, 26, 1, 30)  # not 01:30 UTC (the second 02:30)
 
 
-def test_every_quarter_hour_fires_once_at_0300_for_the_four_times_the_gap_swallowed(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_every_quarter_hour_fires_once_at_0300_for_the_four_times_the_gap_swallowed(declare_task) -> None:
     quarter = declare_task(**options(name="t.quarter", cron="*/15 * * * *"))
     fires, at = [], utc(2026, 3, 29, 0, 40)  # 01:40 CET
     while len(fires) < 4:
@@ -104,7 +104,7 @@ def test_every_quarter_hour_fires_once_at_0300_for_the_four_times_the_gap_swallo
     assert due == [utc(2026, 3, 29, 0, 45), utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 1, 15)]
 
 
-def test_every_quarter_hour_skips_the_repeated_hour_when_clocks_fall_back(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_every_quarter_hour_skips_the_repeated_hour_when_clocks_fall_back(declare_task) -> None:
     quarter = declare_task(**options(name="t.quarter", cron="*/15 * * * *"))
     fires, at = [], utc(2026, 10, 24, 23, 50)
     while len(fires) < 6:
@@ -144,7 +144,7 @@ def test_a_year_long_outage_costs_max_catch_up_steps_not_a_year() -> None:
     assert due == [utc(2025, 12, 31, 23, 58), utc(2025, 12, 31, 23, 59), utc(2026, 1, 1)]
 
 
-def test_next_task_run_refuses_a_naive_after_and_an_unknown_task(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_next_task_run_refuses_a_naive_after_and_an_unknown_task(declare_task) -> None:
     declare_task(**options(name="t.known"))
     with pytest.raises(JobsError) as naive:
         ops.next_task_run("t.known", datetime(2026, 1, 1))
@@ -158,7 +158,7 @@ def test_next_task_run_refuses_a_naive_after_and_an_unknown_task(declare_task) -
 # -- the rows an occurrence enqueues -----------------------------------------------------------
 
 
-def test_an_occurrence_keys_its_jobs_by_task_occurrence_and_job_key(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_an_occurrence_keys_its_jobs_by_task_occurrence_and_job_key(declare_task) -> None:
     seen: list[datetime] = []
 
     def inputs(occurrence: datetime) -> list[dict[str, str]]:
@@ -175,14 +175,14 @@ def test_an_occurrence_keys_its_jobs_by_task_occurrence_and_job_key(declare_task
     assert seen == [at] and seen[0].tzinfo is not None
 
 
-def test_an_input_callable_answering_a_non_dict_is_refused_at_fire_time(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_an_input_callable_answering_a_non_dict_is_refused_at_fire_time(declare_task) -> None:
     broken = declare_task(name="t.broken", cron="0 3 * * *", tz="UTC", job=jobs.noop, input=lambda at: "nope")
     with pytest.raises(JobsError) as caught:
         broken.rows_for(utc(2026, 6, 1, 3))
     assert caught.value.code == "X_JOB_INPUT_INVALID"
 
 
-def test_test_support_unregisters(declare_task) -> None:  # type: ignore[no-untyped-def]
+def test_test_support_unregisters(declare_task) -> None:
     declare_task(**options(name="t.gone"))
     _unregister("t.gone")
     assert "t.gone" not in [t.name for t in registered_tasks()]
