@@ -3,7 +3,7 @@
 #   make demo          venv + the example project on SQLite: migrate, enqueue, run the worker, print
 #   make test          venv + the whole suite (PostgreSQL when reachable, else SQLite with a notice)
 #   make test-sqlite   the suite on SQLite only
-#   make lint          ruff + a check that no migration is missing
+#   make lint          ruff, the import layers (lint-imports), mypy, and a check that no migration is missing
 #   make bench         the benchmarks in bench/
 #   make clean         remove the venvs, caches and the demo database
 #
@@ -57,6 +57,8 @@ bench: venv
 
 lint: venv
 	$(PY) -m ruff check --extend-exclude '.venv*' .
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	$(PY) -m django makemigrations --check --dry-run --settings tests.settings
 
 clean:
