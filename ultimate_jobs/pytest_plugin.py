@@ -12,7 +12,9 @@ Usage::
 Fixtures: ``jobs_clock`` (the clock frozen at the test's start as a ``FrozenClock``; unfrozen
 after), ``run_job``, ``drain_jobs``, ``crash_proof`` and ``record_effect`` (the helpers of
 ``ultimate_jobs.testing``). They need database access like any ORM code: mark the test
-``django_db``. Nothing is imported from Django until a fixture is used.
+``django_db``. Nothing is imported from Django until a fixture is used: the plugin sits outside
+the ``testing`` package because pytest loads it before Django is set up, and importing
+``ultimate_jobs.testing`` loads the models.
 """
 
 from __future__ import annotations
