@@ -118,84 +118,258 @@ class JobRow:
 
 
 class Store(Protocol):
+    """What every store answers: PostgreSQL (``db/postgres.py``) and SQLite (``db/sqlite.py``).
+
+    Conventions, true of every method unless its docstring says otherwise:
+
+    - **Arguments** are keyword-only. ``now`` is the caller's clock for the statement:
+      ``clock.sql_now()``, which is None in production so PostgreSQL's clock decides (a frozen test
+      clock reaches SQL through it); SQLite has no shared clock and uses ``now or clock.now()``.
+    - **Transactions: the caller commits.** Each method runs on this thread's Django connection to
+      ``alias``: inside ``transaction.atomic()`` it joins the caller's transaction (an enqueue, a
+      stage or a publish commits or rolls back with the caller's work); outside one, each statement
+      commits on its own (autocommit). A method of several statements (noted below) wraps them in
+      one transaction of its own, a savepoint when the caller has one open.
+    - **Fencing.** A claimed job is ``running`` under a claim token (``claim``) that every claim
+      draws anew. Every write on a claimed job (settle, heartbeat, step, progress) matches only while
+      the row is still ``running`` under the token its caller was handed; a job that was cancelled,
+      rescued or claimed again answers "no row" (absent from the answer set, None, ``FENCED_OUT`` or
+      False), writes nothing, and the caller treats its run as lost (it cancels the body's token
+      with ``X_JOB_LEASE_LOST``, logs ``jobs.*.lost`` and settles nothing). Such a write is always
+      safe to send again.
+    - **SQLite** serialises writers (one at a time, ``transaction_mode=IMMEDIATE``), so it needs no
+      ``SKIP LOCKED``: what PostgreSQL does in one statement, it may do in a few inside a
+      transaction. It has no ``LISTEN/NOTIFY`` (``supports_listen_notify`` is False; workers poll)
+      and no JSON containment (event matches are tested in Python).
+    """
+
     alias: str
     supports_listen_notify: bool
 
+    # -- jobs: enqueue, claim, settle ---------------------------------------------------------------
+
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
-                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]: ...
+                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]:
+        """Insert ``rows`` (validated, distinct dedupe keys) as ``ready``, or ``delayed`` while their
+        ``run_at`` (else ``now + delay``) is in the future; answer ``(id, run_id, deduped)`` per row,
+        in order.
+
+        Dedupe on the live key: a row whose ``(name, tenant_id or "", idempotency_key)`` is held by
+        a job in a live state (``LIVE_STATES``: ready, delayed, running, suspended) is not inserted;
+        its answer is the live job's ids with ``deduped`` True. A finished job frees its key. On
+        PostgreSQL a key whose holder finishes between the insert and the lookup is inserted on a
+        retry. Queues named in ``notify`` get one ``pg_notify`` each at commit (SQLite: ignored).
+        """
 
     def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
-                  now: datetime | None, blocked_tenants: Sequence[str] = ()) -> list[ClaimedJob]: ...
+                  now: datetime | None, blocked_tenants: Sequence[str] = ()) -> list[ClaimedJob]:
+        """Claim up to ``limit`` runnable jobs of ``queue``: state ready, delayed or suspended with
+        ``run_at <= now``, ``name`` in ``names`` (the code this worker has), tenant not in
+        ``blocked_tenants``, queue not paused; taken in ``(priority, run_at, id)`` order.
 
-    def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]: ...
+        Each claimed row becomes ``running`` under ``worker_id`` with ``attempt + 1``, a new claim
+        token, its lease until ``now + visibility`` seconds and ``started_at`` set on its first
+        claim. Concurrent claims never answer the same row (PostgreSQL: ``FOR UPDATE SKIP LOCKED``;
+        SQLite: one writer). Empty ``names`` claims nothing. SQLite answers in priority order;
+        PostgreSQL in no promised order.
+        """
+
+    def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
+        """Settle finished attempts; answer the ids that settled. Fenced: a settlement whose row is
+        no longer ``running`` under its ``claim`` is absent from the answer (the worker logs
+        ``jobs.settle.lost`` and skips its ``after``).
+
+        ``retry`` lands ``delayed`` (``delay > 0``) or ``ready``; ``retry``, ``ready`` and
+        ``suspended`` are due again at ``now + delay``; a final state (done, failed, dead,
+        cancelled) stamps ``finished_at``. ``uncount`` hands the attempt back; None in ``result``,
+        ``last_error`` or ``error_code`` keeps the stored value. Each settled row adds one to the
+        outcome counters (``retried``, ``interrupted``, or its state) in the same transaction.
+        """
 
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
                              names: Sequence[str], worker_id: str, visibility: float,
                              now: datetime | None, blocked_tenants: Sequence[str] = (),
-                             ) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]: ...
-
-    def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
-                      now: datetime | None) -> int | None: ...
-
-    def lease_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
-                    now: datetime | None) -> set[UUID]: ...
-
-    def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None: ...
-
-    def job_release_unheld(self, *, worker_id: str, held: Sequence[UUID], now: datetime | None) -> list[UUID]: ...
+                             ) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+        """``job_settle_many`` then ``job_claim`` per ``{queue: limit}`` in ``claims``, in one
+        transaction of its own (PostgreSQL: pipelined, one round trip and one commit); answer the
+        settled ids and the claimed rows per queue. The worker's pass: if it raises, the claim may
+        have committed with its answer lost, so the worker calls ``job_release_unheld`` next.
+        """
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
-                      now: datetime | None) -> set[UUID]: ...
+                      now: datetime | None) -> set[UUID]:
+        """Extend the lease of each held ``(job_id, claim)`` to ``now + visibility``; answer the ids
+        renewed. Fenced on the claim token, ``running`` and ``claimed_by = worker_id``: a job absent
+        from the answer was cancelled, rescued or claimed again, and the worker cancels its body
+        (``X_JOB_LEASE_LOST``). Several statements in one transaction on SQLite.
+        """
+
+    def job_release_unheld(self, *, worker_id: str, held: Sequence[UUID], now: datetime | None) -> list[UUID]:
+        """Hand back every job ``running`` under ``worker_id`` whose id is not in ``held`` (a claim
+        that committed after its answer was lost): ``ready`` again at once, attempt handed back,
+        uncounted (its body never ran). Answer the ids handed back.
+        """
 
     def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
-                   limit: int = 500) -> list[tuple]: ...
+                   limit: int = 500) -> list[tuple]:
+        """Hand back up to ``limit`` jobs of ``names`` still ``running`` with a lapsed lease
+        (``visible_at < now``: their worker died or stalled); answer ``(id, name, queue, state)``
+        per rescued job.
 
-    def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
-                             now: datetime | None) -> LeaderLease: ...
-
-    def leader_resign(self, *, name: str, holder: str, now: datetime | None) -> bool: ...
+        A compare-and-set on the claim token read under the lock, so each lapse is rescued once
+        (a second rescue finds the row no longer running). Before the last attempt the job is
+        ``ready`` again; on it, ``dead`` (or ``failed`` for names in ``no_dead_letter``) with stop
+        reason ``lease-lapsed``; always ``error_code`` ``X_LEASE_LAPSED``, counted like a settle.
+        The stalled worker's later settle or heartbeat finds the row no longer its own. SQLite:
+        several statements in one transaction.
+        """
 
     def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
-                           now: datetime | None) -> tuple[int, int]: ...
+                           now: datetime | None) -> tuple[int, int]:
+        """Delete one batch of up to ``limit`` finished jobs past their retention (``done`` after
+        ``done_retention`` seconds; ``dead``, ``failed``, ``cancelled`` after ``dead_retention``),
+        then the steps of runs left with no job; answer ``(jobs, steps)`` deleted. Live jobs are
+        never touched. SQLite: several statements in one transaction.
+        """
 
-    def queue_wake(self, *, queues: Sequence[str]) -> None: ...
+    def job_progress(self, *, job_id: UUID, claim: UUID, progress: str, now: datetime | None) -> bool:
+        """Store a run's progress (JSON text); answer whether it landed. Fenced: False when the job
+        is no longer running under ``claim``, and the caller cancels the body (``X_JOB_LEASE_LOST``).
+        """
 
-    def counter_fold(self, *, before: datetime) -> int: ...
+    def job_wake_waiter(self, *, job_id: UUID, now: datetime | None) -> bool:
+        """After a run settled ``suspended`` on an event wait: make it due now when a matching event
+        committed while it was suspending (the publish could not wake a row still running); answer
+        whether it woke. A compare on ``suspended``, so a re-claimed row is untouched. SQLite:
+        several statements in one transaction.
+        """
 
-    def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None: ...
+    def queue_wake(self, *, queues: Sequence[str]) -> None:
+        """Wake idle workers of ``queues`` when the current transaction commits (an operator retried
+        or promoted jobs there). SQLite: nothing to send, workers poll."""
+
+    # -- fleet concurrency slots (``concurrency=`` keys) ---------------------------------------------
+
+    def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
+                      now: datetime | None) -> int | None:
+        """Take a free slot (0 to ``limit - 1``) of ``key`` for ``job_id`` until ``now + ttl``;
+        answer the slot, or None when all ``limit`` are held. Free: no row, an expired row (its
+        worker died), or this job's own leftover, which is preferred. Of two workers racing for one
+        slot, one wins (the primary key decides); PostgreSQL tries up to three slots.
+        """
+
+    def lease_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
+                    now: datetime | None) -> set[UUID]:
+        """Extend each held ``(key, slot, job_id)`` to ``now + ttl``; answer the job ids renewed.
+        Fenced on holder, job and a lease not yet expired: a job absent from the answer lost its
+        slot (expired, maybe taken), and the worker cancels it (``X_JOB_SLOT_LOST``).
+        """
+
+    def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
+        """Hand one slot back. Fenced on holder and job: a slot taken over after it expired is not
+        touched."""
+
+    # -- scheduler leader lease ------------------------------------------------------------------------
+
+    def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
+                             now: datetime | None) -> LeaderLease:
+        """Take the lease ``name`` for ``holder`` until ``now + ttl`` when it is free or lapsed, or
+        renew it when ``holder`` has it: one upsert. A refusal answers ``leading`` False with the
+        current holder and its expiry. ``version`` is the row's version (the stores never bump it).
+        PostgreSQL decides on the database clock (``LeaderLease.now``), so a skewed process neither
+        steals a live lease nor keeps one past expiry; SQLite on the process clock.
+        """
+
+    def leader_resign(self, *, name: str, holder: str, now: datetime | None) -> bool:
+        """Let the lease lapse now so a standby takes over at once; answer whether ``holder`` held a
+        live lease. Fenced on the holder: a lease already taken by another is untouched (False)."""
+
+    # -- outcome counters ----------------------------------------------------------------------------
+
+    def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None:
+        """Count each ``(name, queue, outcome)`` event once in its 1-minute bucket and its all-time
+        row: what happens outside a settle (an operator's cancel, a worker's lost lease)."""
+
+    def counter_fold(self, *, before: datetime) -> int:
+        """Move the 1-minute buckets older than ``before`` into the 5-minute and 1-hour tiers, each
+        minute row exactly once even when two folds race; answer the tier rows written."""
+
+    # -- transactional outbox ------------------------------------------------------------------------
 
     def outbox_stage_many(self, *, rows: Sequence[JobRow], now: datetime | None,
-                          notify: Sequence[str] = ()) -> None: ...
+                          notify: Sequence[str] = ()) -> None:
+        """Stage ``rows`` in the caller's transaction: its commit is the enqueue, its rollback means
+        the jobs never existed. ``run_at`` is fixed here (a delay counts from the enqueue). On
+        PostgreSQL the rows are grouped by transaction id, published in ``(staged_at, id)`` order,
+        and queues in ``notify`` wake idle relays at commit; on SQLite all rows form one group.
+        """
 
     def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
-                     now: datetime | None) -> list[JobRow]: ...
+                     now: datetime | None) -> list[JobRow]:
+        """Claim up to ``limit`` committed, unpublished rows for ``relay_id`` for ``lease`` seconds;
+        answer them as ``JobRow``s (their staged ids, ``run_at`` fixed) in ``(staged_at, id)``
+        order. Claimable: unclaimed or lease lapsed (its relay died), and only while no earlier row
+        of its staging transaction is held, so rows of one transaction never overtake each other.
+        """
 
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
-                              now: datetime | None) -> set[UUID]: ...
+                              now: datetime | None) -> set[UUID]:
+        """Record each ``(outbox_id, job_id)`` as published (``job_id`` differs from the outbox id
+        when the row deduplicated into a live job); answer the outbox ids marked. Fenced on
+        ``claimed_by = relay_id`` and unpublished (first writer wins): a relay whose answer misses
+        rows lost its lease and rolls its publish back.
+        """
 
-    def outbox_release(self, *, ids: Sequence[UUID], relay_id: str) -> set[UUID]: ...
+    def outbox_release(self, *, ids: Sequence[UUID], relay_id: str) -> set[UUID]:
+        """Unclaim rows a failed publish stopped, so the next pass retries them; answer the ids
+        released. Fenced like the mark: rows another relay holds are untouched."""
 
-    def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int: ...
+    def outbox_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
+        """Delete up to ``limit`` rows published more than ``retention`` seconds ago, oldest first;
+        answer how many. Unpublished rows are never touched."""
 
-    # -- durable runs (ultimate_jobs.runtime.steps, .events, .progress) ----------------------------------
+    # -- durable runs: steps (``runtime.steps``, ``.compensation``) ----------------------------------
 
-    def step_list(self, *, run_id: UUID, now: datetime | None) -> list[StepRow]: ...
+    def step_list(self, *, run_id: UUID, now: datetime | None) -> list[StepRow]:
+        """Every step of ``run_id`` in execution order (``seq``, then id): the one read a replay
+        starts from. ``remaining`` is the seconds to ``wake_at`` on the store's clock (negative once
+        due; None without a ``wake_at``)."""
 
     def step_begin(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, wake_in: float | None,
-                   event: str | None, event_match: str | None, now: datetime | None) -> datetime | None: ...
+                   event: str | None, event_match: str | None, now: datetime | None) -> datetime | None:
+        """Record a step as ``started`` before its body or wait (a once-step, a sleep's wake time
+        ``now + wake_in``, an event wait's name and match); answer its ``started_at``. Fenced: None
+        when the job is no longer running under ``claim`` or the step row exists already (only a
+        run that is not ours meets one), and the caller raises the run's loss.
+        """
 
     def step_complete(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, output: str,
-                      count: bool, now: datetime | None) -> str: ...
+                      count: bool, now: datetime | None) -> str:
+        """Checkpoint a step's JSON ``output`` (``count``: one more execution); answer ``WRITTEN``;
+        ``ALREADY_COMPLETED`` when the step was completed already (never overwritten: the caller
+        reads the stored output, which wins); ``FENCED_OUT`` when the job is no longer running
+        under ``claim`` (nothing written; the caller raises the run's loss). PostgreSQL holds the
+        job row ``FOR KEY SHARE`` until commit, so no rescue or claim slips in between.
+        """
 
     def step_fail(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, error: str, count: bool,
-                  now: datetime | None) -> str: ...
+                  now: datetime | None) -> str:
+        """Record a failed execution of a step (its error text); answers as ``step_complete``: a
+        completed step is never marked failed (``ALREADY_COMPLETED``)."""
 
-    def event_publish(self, *, event_id: UUID, name: str, payload: str, now: datetime | None) -> int: ...
+    # -- durable runs: events (``ultimate_jobs.events``) ---------------------------------------------
 
-    def event_find(self, *, name: str, match: str | None, since: datetime) -> str | None: ...
+    def event_publish(self, *, event_id: UUID, name: str, payload: str, now: datetime | None) -> int:
+        """Store one event in the caller's transaction and make due now every ``suspended`` run
+        with an open wait on ``name`` begun no later than the publish whose match the JSON
+        ``payload`` contains (PostgreSQL notifies their queues at commit); answer how many woke.
+        A rolled-back publish leaves no event and wakes nobody.
+        """
 
-    def event_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int: ...
+    def event_find(self, *, name: str, match: str | None, since: datetime) -> str | None:
+        """The payload (JSON text) of the first event of ``name`` published at or after ``since``
+        whose payload contains ``match`` (JSON text; None matches any); None when there is none."""
 
-    def job_progress(self, *, job_id: UUID, claim: UUID, progress: str, now: datetime | None) -> bool: ...
-
-    def job_wake_waiter(self, *, job_id: UUID, now: datetime | None) -> bool: ...
+    def event_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
+        """Delete up to ``limit`` events published more than ``retention`` seconds ago that no open
+        wait could still be answered by; answer how many."""
