@@ -35,11 +35,20 @@ from typing import Any
 
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import store_for
 from ultimate_jobs.errors import X_EVENT_INVALID, JobsError
 from ultimate_jobs.ids import uuid7
-from ultimate_jobs.runtime.steps import check_event_name
 
 log = logging.getLogger("ultimate_jobs")
+
+MAX_EVENT_NAME_CHARS = 200
+
+
+def check_event_name(event: object) -> str:
+    """``event`` when it is an event name (1-200 printable characters); raise ``X_EVENT_INVALID`` if not."""
+    if not isinstance(event, str) or not 1 <= len(event) <= MAX_EVENT_NAME_CHARS or not event.isprintable():
+        raise JobsError(X_EVENT_INVALID, f"event={event!r} is not an event name.")
+    return event
 
 
 def publish_event(event: str, payload: dict[str, Any], *, database: str | None = None) -> int:
@@ -48,8 +57,6 @@ def publish_event(event: str, payload: dict[str, Any], *, database: str | None =
     Raise ``X_EVENT_INVALID`` for a bad name or a payload that is not a JSON object under
     ``MAX_PAYLOAD_BYTES``.
     """
-    from ultimate_jobs.db import store_for
-
     check_event_name(event)
     if not isinstance(payload, dict):
         raise JobsError(X_EVENT_INVALID, f"publish_event({event!r}): the payload must be a dict (a JSON object), "

@@ -210,7 +210,7 @@ def test_counters_move_with_each_settle() -> None:
 def test_counters_fold_into_coarser_tiers_and_expire(frozen_clock) -> None:
     from ultimate_jobs import clock as jobs_clock
     from ultimate_jobs.models import JobCounter
-    from ultimate_jobs.ops.counters import prune_counters
+    from ultimate_jobs.runtime.housekeeping import prune_counters
 
     jobs.noop.enqueue(key="p")
     jobs.always_fails.enqueue(key="p")

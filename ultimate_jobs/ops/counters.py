@@ -4,8 +4,9 @@ The worker's settling statement adds to ``JobCounter`` rows (``db/postgres.py``
 ``JOB_SETTLE_MANY``; the SQLite store in the settling transaction): per job name, queue and
 outcome, a 1-minute bucket and an all-time row that never expires (the metrics'
 ``jobs_total``). Hourly, a worker folds minute buckets older than 24 h into 5-minute (kept 7
-days) and 1-hour (kept 30 days) buckets, moving each count exactly once; a read of a coarse tier
-adds the recent minute buckets, re-bucketed, to the folded ones. Two upserts a settle, not four.
+days) and 1-hour (kept 30 days) buckets, moving each count exactly once
+(``runtime.housekeeping``); a read of a coarse tier adds the recent minute buckets,
+re-bucketed, to the folded ones. Two upserts a settle, not four.
 Outcomes: ``done``, ``retried``, ``failed``, ``dead``, ``interrupted`` (a drain handed the
 attempt back), ``suspended``, ``cancelled`` (an operator's cancel), ``lease-lost`` (a worker
 found it no longer held a running job's lease).
@@ -14,14 +15,11 @@ Usage::
 
     ops.counters("billing.charge", since=timezone.now() - timedelta(hours=1))
     # {"name": ..., "width": 60, "since": ..., "buckets": [{"at", "outcome", "count"}], "totals": {...}}
-
-Logged events: ``jobs.counters.pruned``.
 """
 
 from __future__ import annotations
 
-import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Sum
@@ -31,8 +29,8 @@ from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import iso
 from ultimate_jobs.models.operations import ALL_TIME, COUNTER_TIERS
 from ultimate_jobs.ops.rows import alias
+from ultimate_jobs.runtime.housekeeping import floor_bucket
 
-log = logging.getLogger("ultimate_jobs")
 MINUTE = COUNTER_TIERS[0][0]
 
 
@@ -57,7 +55,7 @@ def counters(name: str | None = None, since: datetime | None = None, *, queue: s
     age = (now - since).total_seconds()
     width, kept = next(((w, k) for w, k in COUNTER_TIERS if age <= k), COUNTER_TIERS[-1])
     since = max(since, now - timedelta(seconds=kept))
-    start = _floor(since, width)
+    start = floor_bucket(since, width)
     widths = [MINUTE] if width == MINUTE else [MINUTE, width]  # recent minutes + what was folded
     query = _rows().filter(width__in=widths, bucket__gte=start)
     if name is not None:
@@ -66,7 +64,7 @@ def counters(name: str | None = None, since: datetime | None = None, *, queue: s
         query = query.filter(queue=queue)
     summed: dict[tuple[datetime, str], int] = {}
     for row in query.values("bucket", "outcome").order_by().annotate(n=Sum("count")):
-        key = (_floor(row["bucket"], width), row["outcome"])
+        key = (floor_bucket(row["bucket"], width), row["outcome"])
         summed[key] = summed.get(key, 0) + int(row["n"])
     buckets = [{"at": iso(at), "outcome": outcome, "count": n} for (at, outcome), n in sorted(summed.items())]
     totals: dict[str, int] = {}
@@ -84,23 +82,3 @@ def counter_totals() -> list[dict[str, Any]]:
     return [{"queue": row["queue"], "outcome": row["outcome"], "count": int(row["n"])} for row in grouped]
 
 
-def _floor(when: datetime, width: int) -> datetime:
-    stamp = when.timestamp()
-    return datetime.fromtimestamp(stamp - stamp % width, UTC)
-
-
-def prune_counters(now: datetime | None = None) -> int:
-    """Fold minute buckets past 24 h into the coarser tiers, then delete coarse buckets past their
-    retention; answer how many coarse rows were deleted. The all-time rows stay."""
-    from ultimate_jobs.db import store_for
-
-    now = now or clock.now()
-    # Fold whole hours only, so the hour being folded is never split between minute and hour rows.
-    store_for(alias()).counter_fold(before=_floor(now - timedelta(seconds=COUNTER_TIERS[0][1]), 3600))
-    removed = 0
-    for width, kept in COUNTER_TIERS[1:]:
-        deleted, _ = _rows().filter(width=width, bucket__lt=now - timedelta(seconds=kept)).delete()
-        removed += deleted
-    if removed:
-        log.info("jobs.counters.pruned rows=%s", removed)
-    return removed

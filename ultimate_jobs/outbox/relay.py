@@ -50,6 +50,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError, transacti
 from ultimate_jobs import clock, faults
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import JobRow, close_connection, store_for
+from ultimate_jobs.db.listen import Listener
+from ultimate_jobs.db.postgres import OUTBOX_CHANNEL
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
@@ -237,9 +239,6 @@ class Relay:
             signal.signal(signal.SIGINT, self._on_signal)
         listener = None
         if self.store.supports_listen_notify and not self.burst:
-            from ultimate_jobs.db.listen import Listener
-            from ultimate_jobs.db.postgres import OUTBOX_CHANNEL
-
             listener = Listener(self.alias, [], self.wake, channel=OUTBOX_CHANNEL)
             listener.start()
         log.info("jobs.outbox.relay-started relay=%s batch=%s lease=%.1fs", self.relay_id, self.batch_size,

@@ -40,6 +40,8 @@ from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.db.store import FENCED_OUT, Settlement
 from ultimate_jobs.declaration import UNWIND_MARGIN
 from ultimate_jobs.errors import X_JOB_COMPENSATION_FAILED, X_LEASE_LAPSED, X_STEP_OUTCOME_UNKNOWN, JobCancelled
+from ultimate_jobs.models import Job
+from ultimate_jobs.runtime.failures import format_error
 from ultimate_jobs.runtime.steps import COMPENSATE_PREFIX, UNWIND_STEP, ReplayEnd, Suspension
 
 if TYPE_CHECKING:
@@ -87,8 +89,6 @@ def resume(handle: JobHandle, claimed: ClaimedJob, ctx: JobContext, kwargs: dict
 def unwind(handle: JobHandle, claimed: ClaimedJob, steps: Steps, failure: Settlement) -> Settlement | None:
     """Undo ``steps.compensators`` in reverse and answer how the attempt settles; ``failure`` is
     the stop the forward path decided (what the row ends with once the unwind is done)."""
-    from ultimate_jobs.runtime.execute import format_error
-
     latched = steps.latched
     steps.latched = None
     if getattr(latched, "code", None) == X_STEP_OUTCOME_UNKNOWN:
@@ -143,8 +143,6 @@ def _original_failure(handle: JobHandle, claimed: ClaimedJob, steps: Steps) -> S
         data = jsoncodec.loads(row.output)
         return stop(handle, claimed, data.get("error") or "", data.get("code") or X_LEASE_LAPSED,
                     data.get("stop_reason") or "attempts-exhausted")
-    from ultimate_jobs.models import Job
-
     found = (Job.objects.using(steps.store.alias).filter(id=claimed.id)
              .values_list("last_error", "error_code").first())
     text, code = found if found is not None else (None, None)

@@ -15,6 +15,9 @@ from django.db import DatabaseError
 
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.errors import X_JOB_TIMEOUT
+from ultimate_jobs.runtime import settled
+from ultimate_jobs.runtime.compensation import defer
+from ultimate_jobs.runtime.execute import decide
 
 if TYPE_CHECKING:
     from ultimate_jobs.db.store import ClaimedJob, Settlement
@@ -41,10 +44,6 @@ def timed_out_outcome(handle: JobHandle, claimed: ClaimedJob, token: CancelToken
     """How a timed-out attempt settles: the retry decision on its ``X_JOB_TIMEOUT``; for a
     ``compensates=True`` job that fails for good, the unwind handed to the next claim; and the
     ``on_settled`` delivery attached."""
-    from ultimate_jobs.runtime import settled
-    from ultimate_jobs.runtime.compensation import defer
-    from ultimate_jobs.runtime.execute import decide
-
     outcome = decide(handle, claimed, CancelToken(), error=token.error())
     if outcome is None:
         return None

@@ -18,15 +18,12 @@ import contextlib
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
-from django.utils.module_loading import import_string
 
 from ultimate_jobs import clock, jsoncodec
-from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import CancelToken, JobContext
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.store import ClaimedJob, Settlement, Store
@@ -39,13 +36,14 @@ from ultimate_jobs.errors import (
     JobCancelled,
     Terminal,
 )
-from ultimate_jobs.redact import redact_text
 from ultimate_jobs.retry import classify
 from ultimate_jobs.runtime import settled
-from ultimate_jobs.runtime.compensation import needs_unwind, unwind
+from ultimate_jobs.runtime.compensation import forward_attempts, needs_unwind, unwind
 from ultimate_jobs.runtime.compensation import resume as resume_unwind
+from ultimate_jobs.runtime.failures import format_error
 from ultimate_jobs.runtime.progress import Progress
 from ultimate_jobs.runtime.steps import Steps, Suspension
+from ultimate_jobs.runtime.tenancy import tenant_context
 from ultimate_jobs.tracing import job_span, record_error
 
 if TYPE_CHECKING:
@@ -53,15 +51,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ultimate_jobs")
 
-MAX_ERROR_CHARS = 8000
 TERMINAL_NOTE = "not retried: this code is classified terminal"
 
 
 def build_context(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
                   store: Store | None = None) -> tuple[JobContext, dict[str, Any]]:
     """The body's ``ctx`` (with ``ctx.step`` and ``ctx.progress`` wired to ``store``) and its input."""
-    from ultimate_jobs.runtime.compensation import forward_attempts
-
     store = store if store is not None else store_for(None)
     ctx = JobContext(job_id=claimed.id, run_id=claimed.run_id, name=claimed.name, queue=claimed.queue,
                      attempt=claimed.attempt, max_attempts=forward_attempts(handle, claimed),
@@ -70,15 +65,6 @@ def build_context(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
                                                                           token=token, store=store)
     ctx._progress = Progress(store=store, claimed=claimed, token=token, offload=handle.is_async)
     return ctx, jsoncodec.loads(claimed.payload)
-
-
-def tenant_context(tenant_id: str | None) -> contextlib.AbstractContextManager[Any]:
-    """The ``TENANT_CONTEXT`` factory's context manager for this tenant, or a no-op."""
-    factory_path = get_settings().TENANT_CONTEXT
-    if not factory_path:
-        return contextlib.nullcontext()
-    factory: Callable[[str | None], contextlib.AbstractContextManager[Any]] = import_string(factory_path)
-    return factory(tenant_id)
 
 
 def _span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
@@ -198,8 +184,6 @@ class _AsyncBodySteps:
 def decide(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *, result: Any = None,
            error: BaseException | None = None) -> Settlement | None:
     """How the attempt settles; ``None`` when the run is no longer this worker's to settle."""
-    from ultimate_jobs.runtime.compensation import forward_attempts
-
     if token.reason == "X_JOB_TIMEOUT":
         # The worker failed the attempt when the deadline passed. A body that stopped because of
         # it is the intended end; one that ran on and finished anyway is named.
@@ -243,15 +227,6 @@ def _stop(handle: JobHandle, claimed: ClaimedJob, text: str, code: str, reason: 
                 "dead_lettered" if state == "dead" else "dropped", claimed.id, claimed.name, claimed.queue,
                 claimed.attempt, reason, code)
     return Settlement(claimed.id, claimed.claim, state, last_error=text, error_code=code, stop_reason=reason)
-
-
-def format_error(error: BaseException) -> str:
-    """The stored error: type, message and the traceback, capped so one row stays small, with
-    secrets masked before they are ever written (``redact.redact_text``)."""
-    text = redact_text("".join(traceback.format_exception(error)).strip()) or ""
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS // 2] + "\n...\n" + text[-MAX_ERROR_CHARS // 2:]
-    return text.replace("\x00", "\\x00")
 
 
 _thread_state = threading.local()

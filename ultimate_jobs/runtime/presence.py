@@ -27,6 +27,9 @@ from uuid import UUID
 from django.db import DatabaseError
 
 from ultimate_jobs import clock
+from ultimate_jobs.db import store_for
+from ultimate_jobs.models import Job, WorkerHeartbeat
+from ultimate_jobs.runtime.housekeeping import prune_counters
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -47,8 +50,6 @@ class Presence:
         self._housekept = float("-inf")
 
     def _rows(self) -> Any:
-        from ultimate_jobs.models import WorkerHeartbeat
-
         return WorkerHeartbeat.objects.using(self.alias)
 
     def beat(self, in_flight: Sequence[UUID]) -> bool:
@@ -62,8 +63,6 @@ class Presence:
             if time.monotonic() - self._housekept >= HOUSEKEEPING_EVERY:
                 self._housekept = time.monotonic()
                 self._rows().filter(expires_at__lt=now - EXPIRED_KEPT).delete()
-                from ultimate_jobs.ops.counters import prune_counters
-
                 prune_counters(now)
         except DatabaseError as exc:
             log.warning("jobs.worker.presence-failed worker=%s error=%r", self.worker_id, exc)
@@ -83,9 +82,6 @@ class Presence:
         Answer whether the count landed (the caller keeps them for the next heartbeat if not)."""
         if not lost:
             return True
-        from ultimate_jobs.db import store_for
-        from ultimate_jobs.models import Job
-
         try:
             cancelled = set(Job.objects.using(self.alias).filter(id__in=[i for i, _, _ in lost], state="cancelled")
                             .values_list("id", flat=True))

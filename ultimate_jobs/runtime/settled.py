@@ -47,6 +47,8 @@ from django.db import connections
 from ultimate_jobs import jsoncodec
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.errors import X_JOB_KEY_BUSY, X_JOB_ON_SETTLED_FAILED, X_JOB_TIMEOUT
+from ultimate_jobs.models import Job
+from ultimate_jobs.runtime.tenancy import tenant_context
 
 if TYPE_CHECKING:
     from ultimate_jobs.db.store import ClaimedJob, Settlement
@@ -111,8 +113,6 @@ def attach(handle: JobHandle, claimed: ClaimedJob, settlement: Settlement) -> Se
 
 def for_row(handle: JobHandle, job_id: UUID, *, database: str) -> Settled | None:
     """The ending of a row settled without an attempt (a lease lapsed on the final attempt)."""
-    from ultimate_jobs.models import Job
-
     row = (Job.objects.using(database).filter(id=job_id)
            .values("run_id", "queue", "tenant_id", "attempt", "payload", "state", "last_error", "error_code").first())
     if row is None:
@@ -168,8 +168,6 @@ def deliver(handle: JobHandle, settled: Settled) -> bool:
 
 def _try(handle: JobHandle, settled: Settled, budget: float) -> BaseException | None:
     """One try on its own thread, so the budget holds even for a hook that never returns."""
-    from ultimate_jobs.runtime.execute import tenant_context
-
     outcome: list[BaseException | None] = []
 
     def call() -> None:
@@ -194,8 +192,6 @@ def _try(handle: JobHandle, settled: Settled, budget: float) -> BaseException | 
 
 
 def _call_inline(handle: JobHandle, settled: Settled) -> BaseException | None:
-    from ultimate_jobs.runtime.execute import tenant_context
-
     try:
         with tenant_context(settled.tenant_id):
             answer = handle.on_settled(settled)  # type: ignore[misc]

@@ -83,6 +83,8 @@ from ultimate_jobs.errors import (
     JobsError,
     Terminal,
 )
+from ultimate_jobs.events import check_event_name
+from ultimate_jobs.runtime.failures import format_error
 
 if TYPE_CHECKING:
     from ultimate_jobs.context import CancelToken
@@ -132,12 +134,6 @@ class Suspension(BaseException):
 
 class ReplayEnd(BaseException):
     """Internal: an unwind's replay reached a step that never completed; the body stops there."""
-
-
-def check_event_name(event: object) -> str:
-    if not isinstance(event, str) or not 1 <= len(event) <= MAX_NAME_CHARS or not event.isprintable():
-        raise JobsError(X_EVENT_INVALID, f"event={event!r} is not an event name.")
-    return event
 
 
 class Steps:
@@ -403,8 +399,6 @@ class Steps:
             raise self._latch(Terminal(f"{exc}; nothing was stored.", code=X_STEP_OUTPUT_UNSERIALIZABLE)) from None
 
     def _record_failure(self, name: str, seq: int, error: Exception, *, count: bool) -> None:
-        from ultimate_jobs.runtime.execute import format_error
-
         log.info("jobs.step.failed job_id=%s name=%s step=%s error=%r", self.claimed.id, self.claimed.name, name,
                  error)
         if self.token.is_set() and self.token.reason != X_DRAINING:

@@ -55,13 +55,16 @@ from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.db import ClaimedJob, Settlement, close_connection, store_for
+from ultimate_jobs.db.listen import Listener
 from ultimate_jobs.declaration import JobHandle, check_queue_name, get_job_handle, registered_jobs
+from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_CONFIG_INVALID, X_JOB_CLAIM_QUEUES_EMPTY, JobsError
 from ultimate_jobs.faults import fault
 from ultimate_jobs.runtime import deadlines
 from ultimate_jobs.runtime import settled as settled_hooks
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 from ultimate_jobs.runtime.limits import ProcessLimits
+from ultimate_jobs.runtime.presence import Presence
 from ultimate_jobs.runtime.slots import FleetSlots
 
 log = logging.getLogger("ultimate_jobs")
@@ -202,8 +205,6 @@ class Worker:
             raise JobsError(X_CONFIG_INVALID, f"max_in_flight={cap!r} must be a whole number >= 1.")
         self.capacity = min(total, cap) if cap is not None else total
         self.burst = burst
-        from ultimate_jobs.durations import to_seconds
-
         self.drain_timeout = conf.DRAIN_TIMEOUT if drain_timeout is None else to_seconds(
             drain_timeout, subject="drain_timeout", positive=False)
         self.alias = database or conf.DATABASE
@@ -242,8 +243,6 @@ class Worker:
         self._abandoned_runs = 0
         self._burst_hold = 0.0
         self._reconcile_due = False
-        from ultimate_jobs.runtime.presence import Presence
-
         self._lost: list[tuple[UUID, str, str]] = []  # lost leases not yet counted
         self.presence = Presence(worker_id=self.worker_id, alias=self.alias, queues=self.queues,
                                  slots=self.capacity, visibility=self.visibility)
@@ -656,8 +655,6 @@ class Worker:
         log.info("jobs.worker.started worker=%s queues=%s capacity=%s", self.worker_id, ",".join(self.queues),
                  self.capacity)
         if self.store.supports_listen_notify:
-            from ultimate_jobs.db.listen import Listener
-
             self._listener = Listener(self.alias, self.queues, self.wake)
             self._listener.start()
         idle_wait = self.poll_interval

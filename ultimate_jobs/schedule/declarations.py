@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ultimate_jobs import clock
 from ultimate_jobs.declaration import JobHandle, check_job_name
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_TASK_DECLARATION_INVALID, X_TASK_DUPLICATE, JobsError
 from ultimate_jobs.schedule.cron import Schedule
@@ -136,8 +137,6 @@ class TaskHandle:
                 database: str | None = None) -> list[EnqueueResult]:
         """A manual run now, under the job's plain key (so it dedupes like any ``job.enqueue``): one
         result per input. A callable ``input`` is given ``occurrence`` (default: now)."""
-        from ultimate_jobs import clock
-
         at = (occurrence or clock.now()).astimezone(UTC)
         return self.job.using(database=database).enqueue_many(self.inputs_for(at))
 

@@ -21,6 +21,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
+from ultimate_jobs.models import SchedulerLeader, SchedulerState
+
 log = logging.getLogger("ultimate_jobs")
 
 
@@ -34,8 +36,6 @@ class TaskState:
 
 
 def _states(alias: str) -> Any:
-    from ultimate_jobs.models import SchedulerState
-
     return SchedulerState.objects.using(alias)
 
 
@@ -47,8 +47,6 @@ def read(alias: str, names: Sequence[str]) -> dict[str, TaskState]:
 def load(alias: str, names: Sequence[str], *, arm_at: datetime) -> dict[str, TaskState]:
     """The state of each task, arming the ones no scheduler has seen at ``arm_at`` (fires nothing:
     "missed" is only defined after a watermark exists)."""
-    from ultimate_jobs.models import SchedulerState
-
     found = read(alias, names)
     missing = [n for n in names if n not in found]
     unarmed = [n for n, state in found.items() if state.watermark is None]  # paused before any scheduler ran
@@ -78,8 +76,6 @@ def advance(alias: str, name: str, *, expected: datetime | None, watermark: date
 
 def set_paused(alias: str, name: str, *, paused: bool, now: datetime) -> None:
     """Pause or resume one task, and bump every leader's ``version`` so the one leading reloads."""
-    from ultimate_jobs.models import SchedulerLeader, SchedulerState
-
     with transaction.atomic(using=alias):
         changes: dict[str, Any] = {"paused": paused, "paused_at": now if paused else None, "updated_at": now}
         if not _states(alias).filter(name=name).update(**changes):

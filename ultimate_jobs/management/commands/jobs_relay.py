@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import log_to_stderr
 from ultimate_jobs.management.commands.jobs_worker import _positive_int
+from ultimate_jobs.outbox import Relay
 
 
 class Command(BaseCommand):
@@ -22,8 +23,6 @@ class Command(BaseCommand):
                             help="Rows claimed and published per pass (RELAY_BATCH_SIZE, 500).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ultimate_jobs.outbox import Relay
-
         log_to_stderr(self, options["verbosity"])
         try:
             relay = Relay(burst=options["burst"], batch_size=options["batch_size"])

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
+from ultimate_jobs.schedule.scheduler import Scheduler
 
 
 def _duration(positive: bool) -> Any:
@@ -35,8 +36,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="With --burst, print the round as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ultimate_jobs.schedule.scheduler import Scheduler
-
         logger = logging.getLogger("ultimate_jobs")
         if options["verbosity"] >= 1 and not logger.handlers:
             handler = logging.StreamHandler(self.stderr._out)

@@ -10,6 +10,9 @@ from django.core.management.base import BaseCommand, CommandError
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import log_to_stderr
+from ultimate_jobs.outbox import Relay
+from ultimate_jobs.runtime.roles import BackgroundRoles, available_roles
+from ultimate_jobs.runtime.worker import Worker
 
 ROLES = ("worker", "scheduler", "relay")
 
@@ -53,11 +56,7 @@ class Command(BaseCommand):
         parser.add_argument("--drain-timeout", type=_duration, help="How long SIGTERM waits for runs (25s).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ultimate_jobs.runtime.worker import Worker
-
         log_to_stderr(self, options["verbosity"])
-        from ultimate_jobs.runtime.roles import BackgroundRoles, available_roles
-
         queues = [q.strip() for q in options["queues"].split(",") if q.strip()] if options["queues"] else None
         roles = options["roles"]
         if "worker" not in roles:
@@ -71,8 +70,6 @@ class Command(BaseCommand):
         if options["burst"] and "relay" in background_roles:
             # A burst worker publishes what is staged before it decides nothing is runnable, so a
             # job enqueued inside a transaction (or by a job body inside one) is not left behind.
-            from ultimate_jobs.outbox import Relay
-
             relay = Relay()
             background_roles.remove("relay")
         try:
