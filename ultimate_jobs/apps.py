@@ -3,8 +3,12 @@ installs the redacting filter on the ``ultimate_jobs`` logger."""
 
 from __future__ import annotations
 
+import logging
+
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
+
+from ultimate_jobs.redact import RedactingFilter
 
 
 class UltimateJobsConfig(AppConfig):
@@ -13,10 +17,8 @@ class UltimateJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        import logging
-
+        # Here, not at the top: the checks read the backfill declarations, which import the models.
         from ultimate_jobs import checks  # noqa: F401  (registers the system checks)
-        from ultimate_jobs.redact import RedactingFilter
 
         logger = logging.getLogger("ultimate_jobs")
         if not any(isinstance(f, RedactingFilter) for f in logger.filters):

@@ -11,14 +11,15 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.db.migrations.loader import MigrationLoader
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import JobsError
+from ultimate_jobs.factories.backfill.declaration import registered_backfills
 
 
 @checks.register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    from ultimate_jobs.conf import get_settings
-
     get_settings.cache_clear()
     try:
         jobs_settings = get_settings()
@@ -34,10 +35,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 @checks.register(checks.Tags.models)
 def check_backfill_requires(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """A ``requires`` with a typo would hold its backfill back forever, as "migration pending"."""
-    from django.db.migrations.loader import MigrationLoader
-
-    from ultimate_jobs.factories.backfill.declaration import registered_backfills
-
     wanted = [b for b in registered_backfills() if b.requires is not None]
     if not wanted:
         return []

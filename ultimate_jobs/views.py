@@ -15,6 +15,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.ops.metrics import render
 
 
 def _allowed(request: HttpRequest) -> bool:
@@ -38,10 +39,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="ultimate_jobs metrics"'
         return response
     try:
-        from ultimate_jobs.ops.metrics import render
-
         body, content_type = render()
-    except ImportError:
+    except ModuleNotFoundError as err:
+        if (err.name or "").partition(".")[0] != "prometheus_client":
+            raise  # a broken install is a 500, not "not installed"
         return HttpResponse("prometheus-client is not installed: pip install 'ultimate-jobs[metrics]'\n",
                             status=501, content_type="text/plain")
     return HttpResponse(body, content_type=content_type)

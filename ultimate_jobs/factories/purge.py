@@ -48,6 +48,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from django.db.models.manager import BaseManager
+
 from ultimate_jobs import clock
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.declaration import NO_TENANT, JobHandle, check_job_name, job
@@ -125,8 +127,6 @@ def _resolve_targets(name: str, targets: Any) -> list[tuple[str, Callable[[Any],
 
 
 def _label(name: str, target: Any) -> str:
-    from django.db.models.manager import BaseManager
-
     if isinstance(target, BaseManager) and isinstance(target.model, type):
         return target.model.__name__  # a manager's own name is "objects": label it by its model
     own = getattr(target, "name", None)  # a model's ``name`` field is a descriptor, not a string

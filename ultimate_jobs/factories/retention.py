@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import store_for
 from ultimate_jobs.factories.purge import cancelled, purge
 from ultimate_jobs.retry import Retry
 
@@ -60,8 +61,6 @@ class _BatchedTarget:
         raise NotImplementedError
 
     def purge_expired(self, now: datetime) -> dict[str, int]:
-        from ultimate_jobs.db import store_for
-
         store = store_for()
         totals: dict[str, int] = {}
         while not cancelled():
@@ -82,9 +81,9 @@ class FinishedJobs(_BatchedTarget):
 
     def delete_one_batch(self, store: Any, now: datetime) -> dict[str, int]:
         conf = get_settings()
-        jobs, steps = store.job_purge_finished(done_retention=conf.DONE_RETENTION, dead_retention=conf.DEAD_RETENTION,
-                                               limit=self.batch, now=now)
-        return {"jobs": jobs, "steps": steps}
+        purged = store.job_purge_finished(done_retention=conf.DONE_RETENTION, dead_retention=conf.DEAD_RETENTION,
+                                          limit=self.batch, now=now)
+        return {"jobs": purged.jobs, "steps": purged.steps}
 
 
 class StoredEvents(_BatchedTarget):

@@ -62,25 +62,14 @@ from typing import Any
 
 from ultimate_jobs.declaration import NO_TENANT, JobHandle, check_job_name, get_job_handle, job, registered_jobs
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
+from ultimate_jobs.factories.backfill.sweep import BackfillBatch, run
 from ultimate_jobs.factories.pacer import DEFAULT_RATE, check_rate
+
+# BackfillBatch is public here (``ultimate_jobs.BackfillBatch``); the sweep that builds it owns it.
+__all__ = ["Backfill", "BackfillBatch", "backfill", "checksum_of", "get_backfill", "registered_backfills"]
 
 DEFAULT_BATCH = 1000
 MAX_BATCH = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class BackfillBatch:
-    """One page of a pass, handed to ``handle``: the rows (model instances, in primary-key order),
-    the page's 0-based index (its step is ``batch:<index>``) and the run's context."""
-
-    rows: list[Any]
-    index: int
-    ctx: Any
-
-    @property
-    def cancelled(self) -> Any:
-        """The run's cancel token: check it in a long page so a drain is not held up."""
-        return self.ctx.cancelled
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,10 +112,6 @@ def get_backfill(name: str) -> Backfill | None:
     """The backfill declared under ``name``, or None (also for a plain job of that name)."""
     handle = get_job_handle(name)
     return None if handle is None else _declarations.get(handle)
-
-
-def backfill_of(handle: JobHandle) -> Backfill | None:
-    return _declarations.get(handle)
 
 
 def checksum_of(source: Callable[..., Any], handle: Callable[..., Any]) -> str:
@@ -203,8 +188,6 @@ def backfill(*, name: str, tenant: Any = None, source: Callable[[Any], Any], han
     declaration: dict[str, Backfill] = {}
 
     def run_pass(ctx: Any, *, force: bool = False) -> dict[str, Any]:
-        from ultimate_jobs.factories.backfill.sweep import run
-
         return run(declaration["self"], ctx, force=force)
 
     run_pass.__module__ = caller

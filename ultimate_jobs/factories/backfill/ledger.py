@@ -7,14 +7,14 @@ than counting twice.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
+
+from django.db.models import QuerySet
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-
-if TYPE_CHECKING:
-    from ultimate_jobs.models import BackfillRun
+from ultimate_jobs.models import BackfillRun
 
 
 class Ledger:
@@ -22,9 +22,7 @@ class Ledger:
         self.alias = database or get_settings().DATABASE
 
     @property
-    def rows(self) -> Any:
-        from ultimate_jobs.models import BackfillRun
-
+    def rows(self) -> QuerySet[BackfillRun]:
         return BackfillRun.objects.using(self.alias)
 
     def get(self, run_id: UUID) -> BackfillRun | None:

@@ -26,11 +26,14 @@ from typing import Any
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import CancelToken, JobContext
+from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import X_BACKFILL_ENVIRONMENT, X_BACKFILL_MIGRATION_PENDING, X_BACKFILL_NOT_FOUND, JobsError
 from ultimate_jobs.factories.backfill.declaration import Backfill, get_backfill, registered_backfills
 from ultimate_jobs.factories.backfill.ledger import Ledger
 from ultimate_jobs.factories.backfill.sweep import environment_refusal, migration_applied, parse_count, read_source
 from ultimate_jobs.jsoncodec import plain
+from ultimate_jobs.models import Job
+from ultimate_jobs.models.jobs import LIVE_STATES
 
 UNSWEPT = ("pending", "failed")
 
@@ -49,9 +52,6 @@ def pending_backfills(*, database: str | None = None) -> dict[str, Any]:
 def _states(declarations: list[Backfill], ledger: Ledger,
             names: list[str] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ledger's newest rows (of ``names``, or all) and each declaration's report row."""
-    from ultimate_jobs.models import Job
-    from ultimate_jobs.models.jobs import LIVE_STATES
-
     environment = get_settings().ENVIRONMENT
     newest, completed = ledger.newest(names)
     live = set(Job.objects.using(ledger.alias).filter(
@@ -110,8 +110,6 @@ def gate_backfill(name: str, *, force: bool = False, count_rows: bool = True,
 def enqueue_backfill(name: str, *, force: bool = False, database: str | None = None) -> dict[str, Any]:
     """Enqueue one pass straight into the job table (its own transaction, never the outbox):
     answer ``{"name", "job_id", "run_id", "deduped"}``."""
-    from ultimate_jobs.enqueue import submit
-
     declared = require_backfill(name)
     (answer,) = submit([declared.handle.using(database=database).row({"force": force})], database=database,
                        direct=True)

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import CompositePrimaryKey, QuerySet
 
 from ultimate_jobs import jsoncodec
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import (
+    X_ABORTED,
     X_BACKFILL_ENVIRONMENT,
     X_BACKFILL_MIGRATION_PENDING,
     X_BACKFILL_SOURCE_INVALID,
@@ -39,6 +42,7 @@ from ultimate_jobs.errors import (
 )
 from ultimate_jobs.factories.backfill.ledger import Ledger
 from ultimate_jobs.factories.pacer import Pacer
+from ultimate_jobs.models import Job
 
 if TYPE_CHECKING:
     from ultimate_jobs.factories.backfill.declaration import Backfill
@@ -52,6 +56,21 @@ LEDGER_EVERY = 1.0
 # A run that lost its claim must not write the ledger its new owner is writing; a drained run
 # goes back to the queue and its row stays "running".
 _NOT_A_FAILURE = (X_DRAINING, X_JOB_LEASE_LOST, X_JOB_SLOT_LOST)
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillBatch:
+    """One page of a pass, handed to ``handle``: the rows (model instances, in primary-key order),
+    the page's 0-based index (its step is ``batch:<index>``) and the run's context."""
+
+    rows: list[Any]
+    index: int
+    ctx: Any
+
+    @property
+    def cancelled(self) -> Any:
+        """The run's cancel token: check it in a long page so a drain is not held up."""
+        return self.ctx.cancelled
 
 
 def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
@@ -99,7 +118,7 @@ def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
         lost = ctx.cancelled.reason in _NOT_A_FAILURE
         if lost and job_cancelled(ctx.job_id, ledger.alias):
             # A lost lease is also how an operator's cancel reaches a body: no one owns the row now.
-            ledger.fail(ctx.run_id, code="X_ABORTED", error="the pass was cancelled")
+            ledger.fail(ctx.run_id, code=X_ABORTED, error="the pass was cancelled")
         elif not lost:
             ledger.fail(ctx.run_id, code=code if isinstance(code, str) else type(exc).__name__, error=str(exc))
         raise
@@ -110,8 +129,6 @@ def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
 
 def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tuple[int, int, Any]:
     """Every page as its own step; answer (batches, rows, last cursor), replayed pages included."""
-    from ultimate_jobs.factories.backfill.declaration import BackfillBatch
-
     pacer = Pacer(backfill.rate, owner=f"backfill {backfill.name!r}")
     batches = rows = 0
     cursor: Any = None
@@ -151,8 +168,6 @@ def _completed(ctx: Any, name: str) -> bool:
 
 
 def job_cancelled(job_id: Any, database: str) -> bool:
-    from ultimate_jobs.models import Job
-
     return Job.objects.using(database).filter(id=job_id, state="cancelled").exists()
 
 
@@ -183,8 +198,6 @@ def environment_refusal(backfill: Backfill, environment: str | None) -> str | No
 
 def migration_applied(requires: str, database: str) -> bool:
     """Whether Django's migration recorder holds ``"app_label.migration_name"`` on ``database``."""
-    from django.db.migrations.recorder import MigrationRecorder
-
     app, _, name = requires.partition(".")
     return (app, name) in MigrationRecorder(connections[database]).applied_migrations()
 

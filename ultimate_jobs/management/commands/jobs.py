@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand
 
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
+from ultimate_jobs.management.jobs_cli import JobsCLI
 from ultimate_jobs.models.jobs import STATES
 
 
@@ -91,8 +92,6 @@ class Command(BaseCommand):
         sub("doctor", "Check the queue's invariants; exit 3 with the offending ids when one fails.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ultimate_jobs.management.jobs_cli import JobsCLI
-
         command = options.pop("subcommand")
         as_json = options.pop("json", False)
         # Django's own options (and call_command's streams) are not the subcommand's.

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ultimate_jobs.management.backfill_cli import BackfillCLI
 from ultimate_jobs.models.backfills import STATUSES
 
 
@@ -44,8 +45,6 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=100, help="With --list: at most this many rows (100).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ultimate_jobs.management.backfill_cli import BackfillCLI
-
         name = options["name"]
         chosen = [flag for flag in ("pending", "list", "all") if options[flag]]
         if name and chosen:
