@@ -104,13 +104,10 @@ def test_stats_pause_resume_workers_tasks() -> None:
     assert cli_json("tasks") == {"installed": ops.scheduler_installed(), "tasks": ops.scheduled_tasks() or []}
 
 
-def test_resolve_step_degrades_clearly_without_durable_steps() -> None:
+def test_resolve_step_refuses_a_step_the_job_never_recorded() -> None:
     dead = JobFactory(dead=True)
     code, out, err = cli("resolve-step", str(dead.id), "charge", "--ran", "--output", '{"id": 1}')
-    if hasattr(ops, "resolve_step"):
-        assert code in (0, 1)
-    else:
-        assert code == 1 and err.startswith("X_NOT_IMPLEMENTED")
+    assert code == 1 and err.startswith("X_STEP_NOT_FOUND")
 
 
 def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_clock) -> None:

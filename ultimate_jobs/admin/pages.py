@@ -16,7 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ultimate_jobs import ops
-from ultimate_jobs.errors import X_NOT_IMPLEMENTED, JobsError
+from ultimate_jobs.errors import JobsError
 
 if TYPE_CHECKING:
     from ultimate_jobs.admin.jobs import JobAdmin
@@ -80,11 +80,7 @@ def tasks_view(admin: JobAdmin) -> View:
 def task_toggle_view(admin: JobAdmin) -> View:
     def view(request: HttpRequest, task: str, verb: str) -> HttpResponse:
         def act() -> Any:
-            call = getattr(ops, f"{verb}_task", None)
-            if call is None:
-                raise JobsError(X_NOT_IMPLEMENTED, "Pausing tasks needs the cron scheduler, which this version "
-                                "does not include.")
-            return call(task)
+            return ops.pause_task(task) if verb == "pause" else ops.resume_task(task)
         return _toggle(admin, request, verb, act, "admin:ultimate_jobs_tasks", f"Task {task}")
     return view
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import IO, Any
 
 from ultimate_jobs import clock, ops
-from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_NOT_IMPLEMENTED, JobsError
+from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 
 EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY = 0, 1, 3
 _LIST_COLUMNS = ("id", "state", "queue", "name", "tenant_id", "attempt", "run_at", "error_code")
@@ -157,10 +157,6 @@ class JobsCLI:
             f"{queue}: resumed" if answer["was_paused"] else f"{queue}: was not paused"))
 
     def do_resolve_step(self, *, id: str, step: str, ran: bool, output: str | None) -> int:
-        resolve = getattr(ops, "resolve_step", None)
-        if resolve is None:
-            raise JobsError(X_NOT_IMPLEMENTED, "resolve-step needs durable steps (ops.resolve_step), which this "
-                            "version does not include.")
         kwargs: dict[str, Any] = {"ran": ran}
         if output is not None:
             try:
@@ -168,7 +164,7 @@ class JobsCLI:
             except ValueError:
                 raise JobsError(X_JOB_INPUT_INVALID, f"--output {output!r} is not JSON.",
                                 'Quote a JSON value, e.g. --output \'{"charge_id": "ch_1"}\'.') from None
-        answer = resolve(id, step, **kwargs)
+        answer = ops.resolve_step(id, step, **kwargs)
         return self._answer(answer, lambda: self.console.print(f"{id}: step {step!r} resolved (ran={ran})"))
 
     def do_workers(self) -> int:
@@ -178,13 +174,10 @@ class JobsCLI:
             empty="no live workers"))
 
     def do_tasks(self, *, pause: str | None, resume: str | None) -> int:
-        if pause or resume:
-            verb = "pause_task" if pause else "resume_task"
-            act = getattr(ops, verb, None)
-            if act is None:
-                raise JobsError(X_NOT_IMPLEMENTED, f"{verb} needs the cron scheduler, which this version does not "
-                                "include.")
-            act(pause or resume)
+        if pause:
+            ops.pause_task(pause)
+        elif resume:
+            ops.resume_task(resume)
         tasks = ops.scheduled_tasks()
         if tasks is None:
             return self._answer({"installed": False, "tasks": []},
