@@ -39,7 +39,3 @@ def to_seconds(value: object, *, subject: str, positive: bool = True, code: str 
         need = "positive" if positive else "zero or more"
         raise JobsError(code, f"{subject}={value!r} must be {need}.", f"Give {subject} a {need} duration.")
     return seconds
-
-
-def to_timedelta(value: object, *, subject: str, positive: bool = True, code: str = X_CONFIG_INVALID) -> timedelta:
-    return timedelta(seconds=to_seconds(value, subject=subject, positive=positive, code=code))
