@@ -35,11 +35,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 @checks.register(checks.Tags.models)
 def check_backfill_requires(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """A ``requires`` with a typo would hold its backfill back forever, as "migration pending"."""
-    wanted = [b for b in registered_backfills() if b.requires is not None]
+    wanted = [(b.name, b.requires) for b in registered_backfills() if b.requires is not None]
     if not wanted:
         return []
     on_disk = MigrationLoader(None, ignore_no_migrations=True).disk_migrations
-    return [checks.Error(f"backfill {b.name!r} requires={b.requires!r}, but no installed app has that migration.",
+    return [checks.Error(f"backfill {name!r} requires={requires!r}, but no installed app has that migration.",
                          hint='Name an existing migration as "app_label.migration_name" (see showmigrations).',
                          id="ultimate_jobs.E003")
-            for b in wanted if tuple(b.requires.split(".", 1)) not in on_disk]
+            for name, requires in wanted if tuple(requires.split(".", 1)) not in on_disk]

@@ -219,8 +219,9 @@ class JobAdmin(admin.ModelAdmin):
                 refused.append((job_id, err))
         if done:
             self.message_user(request, f"{done} job(s) {DONE[action]}.", messages.SUCCESS)
-        for job_id, err in refused[:20]:
-            self.message_user(request, f"{job_id}: {err.code}: {err.cause} Fix: {err.fix}", messages.WARNING)
+        for job_id, refusal in refused[:20]:
+            self.message_user(request, f"{job_id}: {refusal.code}: {refusal.cause} Fix: {refusal.fix}",
+                              messages.WARNING)
         if len(refused) > 20:
             self.message_user(request, f"... and {len(refused) - 20} more refused.", messages.WARNING)
 

@@ -52,8 +52,9 @@ from django.db.models.manager import BaseManager
 
 from ultimate_jobs import clock
 from ultimate_jobs.context import CancelToken
-from ultimate_jobs.declaration import NO_TENANT, JobHandle, check_job_name, job
+from ultimate_jobs.declaration import NO_TENANT, JobHandle, job
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
+from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 STEP_PREFIX = "purge:"
@@ -154,7 +155,7 @@ def _purge_method(name: str, target: Any, label: str) -> Callable[[Any], Any]:
                       "purge_expired(now).", fix) from None
     except ValueError:  # no signature to read (a builtin): trust it
         pass
-    return method  # type: ignore[no-any-return]
+    return method
 
 
 def _bound(target: Any) -> Callable[[Any], Any] | None:
@@ -169,4 +170,4 @@ def _bound(target: Any) -> Callable[[Any], Any] | None:
             raw = None
         if inspect.isfunction(raw):
             return None  # an instance method looked up on its class: ``now`` would land in ``self``
-    return method  # type: ignore[no-any-return]
+    return method

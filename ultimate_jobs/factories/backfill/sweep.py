@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import CompositePrimaryKey, QuerySet
+from django.db.models.query import ModelIterable
 
 from ultimate_jobs import jsoncodec
 from ultimate_jobs.conf import get_settings
@@ -179,7 +180,7 @@ def read_source(backfill: Backfill, ctx: Any) -> QuerySet:
         problem = f"answered {type(source).__name__}, not a QuerySet"
     elif source.query.is_sliced:
         problem = "answered a sliced QuerySet (a pass pages it by primary key itself)"
-    elif source._fields is not None:  # values()/values_list(): rows without a pk to page on
+    elif not issubclass(source._iterable_class, ModelIterable):  # values()/values_list(): no pk to page on
         problem = "answered values()/values_list() rows; a pass hands handle model instances"
     elif isinstance(source.model._meta.pk, CompositePrimaryKey):
         problem = f"selects {source.model.__name__}, whose primary key spans several columns"

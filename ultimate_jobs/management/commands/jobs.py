@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand
 
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
+from ultimate_jobs.management import raw_stream
 from ultimate_jobs.management.jobs_cli import JobsCLI
 from ultimate_jobs.models.jobs import STATES
 
@@ -98,8 +99,8 @@ class Command(BaseCommand):
         for key in ("verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks",
                     *self.base_stealth_options):
             options.pop(key, None)
-        cli = JobsCLI(self.stdout._out, self.stderr._out, json=as_json)
+        cli = JobsCLI(raw_stream(self.stdout), raw_stream(self.stderr), json=as_json)
         code = cli.run(command, **options)
-        self.stdout._out.flush()
+        self.stdout.flush()
         if code:
             sys.exit(code)

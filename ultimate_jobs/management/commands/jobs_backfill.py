@@ -20,6 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ultimate_jobs.management import raw_stream
 from ultimate_jobs.management.backfill_cli import BackfillCLI
 from ultimate_jobs.models.backfills import STATUSES
 
@@ -60,7 +61,7 @@ class Command(BaseCommand):
             raise CommandError("--name, --status and --limit go with --list.", returncode=2)
         if options["wait"] and not options["write"]:
             raise CommandError("--wait follows what --write enqueued; add --write.", returncode=2)
-        cli = BackfillCLI(self.stdout._out, self.stderr._out, json=options["json"])
+        cli = BackfillCLI(raw_stream(self.stdout), raw_stream(self.stderr), json=options["json"])
         if options["pending"]:
             code = cli.run("pending")
         elif options["list"]:
@@ -71,6 +72,6 @@ class Command(BaseCommand):
             code = cli.run("write", names=[name], force=options["force"], wait=options["wait"])
         else:
             code = cli.run("check", name=name, force=options["force"])
-        self.stdout._out.flush()
+        self.stdout.flush()
         if code:
             sys.exit(code)
