@@ -25,7 +25,7 @@ from django.utils.module_loading import import_string
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.db.store import JobRow
+from ultimate_jobs.db.store import Inserted, JobRow
 from ultimate_jobs.declaration import MAX_KEY_CHARS, check_queue_name
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import (
@@ -191,7 +191,7 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
         if get_settings().OUTBOX == "required":
             raise JobsError(X_OUTBOX_NO_TX, f"{rows[0].name}: enqueue outside a transaction on database "
                             f"{store.alias!r} while ULTIMATE_JOBS['OUTBOX'] is \"required\".")
-    written: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
+    written: dict[tuple[str, str, str], Inserted] = {}
     for start in range(0, len(unique), STATEMENT_ROWS):
         chunk = unique[start:start + STATEMENT_ROWS]
         answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=_wake_due(chunk, "job"))
@@ -199,8 +199,9 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
             written[row.dedupe_key] = answer
     results = []
     for index, row in enumerate(rows):
-        job_id, run_id, deduped = written[row.dedupe_key]
-        results.append(EnqueueResult(id=job_id, run_id=run_id, deduped=deduped or first[row.dedupe_key] != index,
+        answer = written[row.dedupe_key]
+        results.append(EnqueueResult(id=answer.id, run_id=answer.run_id,
+                                     deduped=answer.deduped or first[row.dedupe_key] != index,
                                      staged=False))
     return results
 

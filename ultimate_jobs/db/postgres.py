@@ -16,15 +16,22 @@ from datetime import datetime
 from typing import Any, LiteralString
 from uuid import UUID
 
+from psycopg.rows import kwargs_row
+
 from ultimate_jobs.db.store import (
     ALREADY_COMPLETED,
     FENCED_OUT,
     WRITTEN,
     ClaimedJob,
+    Inserted,
     JobRow,
     LeaderLease,
+    Purged,
+    Rescued,
+    SettledAndClaimed,
     Settlement,
     StepRow,
+    StepWrite,
 )
 
 CHANNEL = "ultimate_jobs"
@@ -309,8 +316,8 @@ up AS (
            renewed_at = excluded.renewed_at, expires_at = excluded.expires_at
      WHERE l.holder = excluded.holder OR l.expires_at <= excluded.renewed_at
     RETURNING l.holder, l.expires_at, l.version)
-SELECT t.now, up.holder IS NOT NULL, coalesce(up.expires_at, cur.expires_at), coalesce(up.holder, cur.holder),
-       coalesce(up.version, cur.version, 0)
+SELECT t.now AS now, up.holder IS NOT NULL AS leading, coalesce(up.expires_at, cur.expires_at) AS expires_at,
+       coalesce(up.holder, cur.holder) AS holder, coalesce(up.version, cur.version, 0) AS version
   FROM t LEFT JOIN up ON true LEFT JOIN cur ON true
 """
 
@@ -344,7 +351,7 @@ steps AS (
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
                         WHERE k.run_id = s.run_id AND k.id NOT IN (SELECT d.id FROM doomed AS d))
     RETURNING s.id)
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM steps)
+SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM steps) AS steps
 """
 
 OUTBOX_STAGE_MANY: LiteralString = """
@@ -511,7 +518,7 @@ STEP_LIST: LiteralString = """
 -- step). ``remaining`` is the seconds until wake_at on the database clock, so a sleep or a wait's
 -- timeout is judged by the clock every worker shares.
 SELECT s.name, s.status, s.output::text, s.executions, s.seq, s.started_at, s.wake_at,
-       extract(epoch FROM s.wake_at - coalesce(%(now)s::timestamptz, clock_timestamp()))::float8,
+       extract(epoch FROM s.wake_at - coalesce(%(now)s::timestamptz, clock_timestamp()))::float8 AS remaining,
        s.event, s.event_match::text
   FROM ultimate_jobs_jobstep AS s
  WHERE s.run_id = %(run_id)s
@@ -663,6 +670,15 @@ def _one(row: JobRow) -> dict[str, Any]:
     }
 
 
+def _staged_row(**columns: Any) -> JobRow:
+    """A claimed outbox row as the JobRow it was staged as: its ids, ``run_at`` fixed, no delay."""
+    return JobRow(delay=0.0, **columns)
+
+
+# Answers built by column name (the RETURNING / SELECT aliases), never by position.
+_CLAIMED = kwargs_row(ClaimedJob)
+_STAGED = kwargs_row(_staged_row)
+
 ONLY_WHEN_ASKED = 2**31 - 1  # a prepare_threshold no statement reaches by being run often
 
 
@@ -709,18 +725,21 @@ class PostgresStore:
         return conn
 
     @contextlib.contextmanager
-    def _cursor(self) -> Iterator[Any]:
+    def _cursor(self, row_factory: Any = None) -> Iterator[Any]:
+        """A cursor on the Django connection; ``row_factory`` (e.g. ``kwargs_row(ClaimedJob)``) builds
+        each answer row by column name."""
         import psycopg
 
         wrapper = self._connections[self.alias]
         with wrapper.wrap_database_errors:
-            with psycopg.Cursor(self._connect(wrapper)) as cursor:
+            cursor = psycopg.Cursor(self._connect(wrapper), row_factory=row_factory) if row_factory else \
+                psycopg.Cursor(self._connect(wrapper))
+            with cursor:
                 yield cursor
 
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
-                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]:
-        """Insert ``rows`` (distinct keys); answer ``(id, run_id, deduped)`` per row, in order."""
-        answers: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
+                        notify: Sequence[str] = ()) -> list[Inserted]:
+        answers: dict[tuple[str, str, str], Inserted] = {}
         pending = list(rows)
         prepare = self._prepare()
         with self._cursor() as cursor:
@@ -735,14 +754,14 @@ class PostgresStore:
                 missing = [r for r in pending if r.id not in inserted]
                 for r in pending:
                     if r.id in inserted:
-                        answers[r.dedupe_key] = (r.id, r.run_id, False)
+                        answers[r.dedupe_key] = Inserted(id=r.id, run_id=r.run_id, deduped=False)
                 if not missing:
                     break
                 cursor.execute(JOB_LIVE_BY_KEY, {"name": [r.name for r in missing],
                                                  "tenant": [r.tenant_id or "" for r in missing],
                                                  "key": [r.idempotency_key for r in missing]})
                 for job_id, run_id, name, tenant, key in cursor.fetchall():
-                    answers[(name, tenant, key)] = (job_id, run_id, True)
+                    answers[(name, tenant, key)] = Inserted(id=job_id, run_id=run_id, deduped=True)
                 # A key whose live row finished between the insert and the lookup is free again.
                 pending = [r for r in missing if r.dedupe_key not in answers]
                 if not pending:
@@ -751,11 +770,11 @@ class PostgresStore:
 
     def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
                   now: datetime | None, blocked_tenants: Sequence[str] = ()) -> list[ClaimedJob]:
-        with self._cursor() as cursor:
+        with self._cursor(_CLAIMED) as cursor:
             cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
                                        "worker_id": worker_id, "visibility": visibility, "now": now,
                                        "blocked": list(blocked_tenants)}, prepare=self._prepare())
-            return [ClaimedJob(*row) for row in cursor.fetchall()]
+            return list(cursor.fetchall())
 
     def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
         with self._cursor() as cursor:
@@ -765,7 +784,7 @@ class PostgresStore:
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
                              names: Sequence[str], worker_id: str, visibility: float,
                              now: datetime | None, blocked_tenants: Sequence[str] = (),
-                             ) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+                             ) -> SettledAndClaimed:
         """Settle finished attempts and claim per queue in one transaction, pipelined: one round trip
         and one commit for the whole pass."""
         import psycopg
@@ -780,13 +799,13 @@ class PostgresStore:
                 if settle_cursor is not None:
                     settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=prepare)
                 for queue, limit in claims.items():
-                    cursor = claim_cursors[queue] = psycopg.Cursor(conn)
+                    cursor = claim_cursors[queue] = psycopg.Cursor(conn, row_factory=_CLAIMED)
                     cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
                                                "worker_id": worker_id, "visibility": visibility, "now": now,
                                                "blocked": list(blocked_tenants)}, prepare=prepare)
             settled = {row[0] for row in settle_cursor.fetchall()} if settle_cursor is not None else set()
-            claimed = {q: [ClaimedJob(*row) for row in c.fetchall()] for q, c in claim_cursors.items()}
-        return settled, claimed
+            claimed: dict[str, list[ClaimedJob]] = {q: c.fetchall() for q, c in claim_cursors.items()}
+        return SettledAndClaimed(settled=settled, claimed=claimed)
 
     def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
                       now: datetime | None) -> int | None:
@@ -825,18 +844,18 @@ class PostgresStore:
             return {row[0] for row in cursor.fetchall()}
 
     def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
-                   limit: int = 500) -> list[tuple]:
-        with self._cursor() as cursor:
+                   limit: int = 500) -> list[Rescued]:
+        with self._cursor(kwargs_row(Rescued)) as cursor:
             cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "names": list(names),
                                         "no_dead_letter": list(no_dead_letter)})
-            return cursor.fetchall()
+            return list(cursor.fetchall())
 
     def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
                              now: datetime | None) -> LeaderLease:
-        with self._cursor() as cursor:
+        with self._cursor(kwargs_row(LeaderLease)) as cursor:
             cursor.execute(LEADER_ATTEMPT_ELECT, {"name": name, "holder": holder, "ttl": ttl, "now": now})
-            db_now, leading, expires_at, current, version = cursor.fetchone()
-        return LeaderLease(leading, db_now, expires_at, current, version)
+            lease: LeaderLease = cursor.fetchone()
+        return lease
 
     def leader_resign(self, *, name: str, holder: str, now: datetime | None) -> bool:
         with self._cursor() as cursor:
@@ -844,12 +863,12 @@ class PostgresStore:
             return bool(cursor.fetchall())
 
     def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
-                           now: datetime | None) -> tuple[int, int]:
-        with self._cursor() as cursor:
+                           now: datetime | None) -> Purged:
+        with self._cursor(kwargs_row(Purged)) as cursor:
             cursor.execute(JOB_PURGE_FINISHED, {"done_retention": done_retention,
                                                 "dead_retention": dead_retention, "limit": limit, "now": now})
-            jobs, steps = cursor.fetchone()
-        return int(jobs), int(steps)
+            purged: Purged = cursor.fetchone()
+        return purged
 
     def queue_wake(self, *, queues: Sequence[str]) -> None:
         """Notify idle workers of ``queues`` when the current transaction commits."""
@@ -883,9 +902,9 @@ class PostgresStore:
 
     def outbox_claim(self, *, relay_id: str, limit: int, lease: float,
                      now: datetime | None) -> list[JobRow]:
-        with self._cursor() as cursor:
+        with self._cursor(_STAGED) as cursor:
             cursor.execute(OUTBOX_CLAIM, {"relay_id": relay_id, "limit": limit, "lease": lease, "now": now})
-            return [JobRow.staged(*row) for row in cursor.fetchall()]
+            return list(cursor.fetchall())
 
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
                               now: datetime | None) -> set[UUID]:
@@ -916,9 +935,9 @@ class PostgresStore:
     # -- durable runs ----------------------------------------------------------------------------
 
     def step_list(self, *, run_id: UUID, now: datetime | None) -> list[StepRow]:
-        with self._cursor() as cursor:
+        with self._cursor(kwargs_row(StepRow)) as cursor:
             cursor.execute(STEP_LIST, {"run_id": run_id, "now": now}, prepare=self._prepare())
-            return [StepRow(*row) for row in cursor.fetchall()]
+            return list(cursor.fetchall())
 
     def step_begin(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, wake_in: float | None,
                    event: str | None, event_match: str | None, now: datetime | None) -> datetime | None:
@@ -930,7 +949,7 @@ class PostgresStore:
         return None if row is None else row[0]
 
     def step_complete(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, output: str,
-                      count: bool, now: datetime | None) -> str:
+                      count: bool, now: datetime | None) -> StepWrite:
         with self._cursor() as cursor:
             cursor.execute(STEP_COMPLETE, {"job_id": job_id, "claim": claim, "run_id": run_id, "name": name,
                                            "seq": seq, "output": output, "count": 1 if count else 0, "now": now},
@@ -939,7 +958,7 @@ class PostgresStore:
         return _verdict(fenced, written)
 
     def step_fail(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, error: str, count: bool,
-                  now: datetime | None) -> str:
+                  now: datetime | None) -> StepWrite:
         with self._cursor() as cursor:
             cursor.execute(STEP_FAIL, {"job_id": job_id, "claim": claim, "run_id": run_id, "name": name, "seq": seq,
                                        "error": error, "count": 1 if count else 0, "now": now})
@@ -969,7 +988,7 @@ class PostgresStore:
             return bool(cursor.fetchone()[0])
 
 
-def _verdict(fenced: int, written: int) -> str:
+def _verdict(fenced: int, written: int) -> StepWrite:
     if not fenced:
         return FENCED_OUT
     return WRITTEN if written else ALREADY_COMPLETED

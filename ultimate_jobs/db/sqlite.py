@@ -20,10 +20,15 @@ from ultimate_jobs.db.store import (
     FENCED_OUT,
     WRITTEN,
     ClaimedJob,
+    Inserted,
     JobRow,
     LeaderLease,
+    Purged,
+    Rescued,
+    SettledAndClaimed,
     Settlement,
     StepRow,
+    StepWrite,
 )
 
 JOB_INSERT_ROW: LiteralString = (
@@ -396,6 +401,12 @@ def _parse_ts(value: Any) -> datetime | None:
     return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
+def _named(cursor: Any) -> list[dict[str, Any]]:
+    """The answer rows by column name (the RETURNING / SELECT names), never read by position."""
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
 def _uuid(value: Any) -> UUID:
     return value if isinstance(value, UUID) else UUID(value)
 
@@ -427,7 +438,7 @@ class SqliteStore:
         return transaction.atomic(using=self.alias)
 
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
-                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]:
+                        notify: Sequence[str] = ()) -> list[Inserted]:
         when = now or clock.now()
         stamp = ts(when)
         params: list[Any] = []
@@ -436,17 +447,17 @@ class SqliteStore:
             params += [r.id.hex, r.run_id.hex, r.name, r.queue, r.priority,
                        "delayed" if run_at > when else "ready", r.payload, r.idempotency_key, r.tenant_id,
                        r.enqueued_by, r.max_attempts, ts(run_at), r.concurrency_key, r.traceparent, stamp, stamp]
-        answers: dict[tuple[str, str, str], tuple[UUID, UUID, bool]] = {}
+        answers: dict[tuple[str, str, str], Inserted] = {}
         with self._atomic(), self._cursor() as cursor:
             cursor.execute(JOB_INSERT_MANY.format(rows=", ".join([JOB_INSERT_ROW] * len(rows))), params)
             inserted = {_uuid(row[0]) for row in cursor.fetchall()}
             for r in rows:
                 if r.id in inserted:
-                    answers[r.dedupe_key] = (r.id, r.run_id, False)
+                    answers[r.dedupe_key] = Inserted(id=r.id, run_id=r.run_id, deduped=False)
                 else:  # one writer: the live row that refused the insert is still there
                     cursor.execute(JOB_LIVE_BY_KEY, [r.name, r.tenant_id or "", r.idempotency_key])
                     job_id, run_id = cursor.fetchone()
-                    answers[r.dedupe_key] = (_uuid(job_id), _uuid(run_id), True)
+                    answers[r.dedupe_key] = Inserted(id=_uuid(job_id), run_id=_uuid(run_id), deduped=True)
         return [answers[r.dedupe_key] for r in rows]
 
     def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
@@ -462,8 +473,8 @@ class SqliteStore:
                   *blocked_tenants, queue, limit]
         with self._cursor() as cursor:
             cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        claimed = [ClaimedJob(_uuid(r[0]), _uuid(r[1]), r[2], r[3], r[4], r[5], r[6], _uuid(r[7]), *r[8:])
+            rows = _named(cursor)
+        claimed = [ClaimedJob(**{**r, "id": _uuid(r["id"]), "run_id": _uuid(r["run_id"]), "claim": _uuid(r["claim"])})
                    for r in rows]
         claimed.sort(key=lambda c: c.priority)
         return claimed
@@ -492,14 +503,14 @@ class SqliteStore:
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
                              names: Sequence[str], worker_id: str, visibility: float,
                              now: datetime | None, blocked_tenants: Sequence[str] = (),
-                             ) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+                             ) -> SettledAndClaimed:
         """Settle, then claim per queue, in one transaction."""
         with self._atomic():
             settled = self.job_settle_many(settlements=settlements, now=now) if settlements else set()
             claimed = {queue: self.job_claim(queue=queue, names=names, limit=limit, worker_id=worker_id,
                                              visibility=visibility, now=now, blocked_tenants=blocked_tenants)
                        for queue, limit in claims.items()}
-        return settled, claimed
+        return SettledAndClaimed(settled=settled, claimed=claimed)
 
     def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
                       now: datetime | None) -> int | None:
@@ -557,12 +568,12 @@ class SqliteStore:
         return renewed
 
     def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
-                   limit: int = 500) -> list[tuple]:
+                   limit: int = 500) -> list[Rescued]:
         if not names:
             return []
         when = now or clock.now()
         stamp = ts(when)
-        rescued = []
+        rescued: list[Rescued] = []
         with self._atomic(), self._cursor() as cursor:
             cursor.execute(JOB_RESCUE_READ.format(names=", ".join(["%s"] * len(names))), [stamp, *names, limit])
             for job_id, claim, name, queue, attempt, max_attempts, claimed_by in cursor.fetchall():
@@ -573,9 +584,8 @@ class SqliteStore:
                 cursor.execute(JOB_RESCUE, [state, "lease-lapsed" if final else None, error,
                                             stamp if final else None, stamp, stamp, job_id, claim])
                 if cursor.rowcount == 1:
-                    rescued.append((_uuid(job_id), name, queue, state))
-            _count(cursor, [(name, queue, "retried" if state == "ready" else state)
-                            for _, name, queue, state in rescued], when)
+                    rescued.append(Rescued(id=_uuid(job_id), name=name, queue=queue, state=state))
+            _count(cursor, [(r.name, r.queue, "retried" if r.state == "ready" else r.state) for r in rescued], when)
         return rescued
 
     def leader_attempt_elect(self, *, name: str, holder: str, ttl: float,
@@ -591,7 +601,8 @@ class SqliteStore:
                 cursor.execute(LEADER_READ, [name])
                 row = cursor.fetchone()
         current, expires_at, version = row if row is not None else (None, None, 0)
-        return LeaderLease(leading, when, _parse_ts(expires_at), current, int(version))
+        return LeaderLease(leading=leading, now=when, expires_at=_parse_ts(expires_at), holder=current,
+                           version=int(version))
 
     def leader_resign(self, *, name: str, holder: str, now: datetime | None) -> bool:
         stamp = ts(now or clock.now())
@@ -600,19 +611,19 @@ class SqliteStore:
             return bool(cursor.rowcount == 1)
 
     def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
-                           now: datetime | None) -> tuple[int, int]:
+                           now: datetime | None) -> Purged:
         when = now or clock.now()
         with self._atomic(), self._cursor() as cursor:
             cursor.execute(JOB_PURGE_PICK, [ts(when - timedelta(seconds=done_retention)),
                                             ts(when - timedelta(seconds=dead_retention)), limit])
             picked = cursor.fetchall()
             if not picked:
-                return 0, 0
+                return Purged(jobs=0, steps=0)
             ids, run_ids = [row[0] for row in picked], sorted({row[1] for row in picked})
             cursor.execute(JOB_PURGE_DELETE.format(ids=", ".join(["%s"] * len(ids))), ids)
             jobs = cursor.rowcount
             cursor.execute(JOB_STEP_PURGE_ORPHANS.format(run_ids=", ".join(["%s"] * len(run_ids))), run_ids)
-            return jobs, cursor.rowcount
+            return Purged(jobs=jobs, steps=cursor.rowcount)
 
     def queue_wake(self, *, queues: Sequence[str]) -> None:
         """SQLite workers poll: nothing to send."""
@@ -660,9 +671,10 @@ class SqliteStore:
         lapsed = ts(when - timedelta(seconds=lease))
         with self._cursor() as cursor:
             cursor.execute(OUTBOX_CLAIM, [ts(when), relay_id, lapsed, lapsed, limit])
-            rows = cursor.fetchall()
-        rows.sort(key=lambda r: (r[13], r[0]))  # (staged_at, id): the text forms sort like the values
-        return [JobRow.staged(_uuid(r[0]), _uuid(r[1]), *r[2:10], _aware(r[10]), r[11], r[12]) for r in rows]
+            rows = _named(cursor)
+        rows.sort(key=lambda r: (r.pop("staged_at"), r["id"]))  # the text forms sort like the values
+        return [JobRow(**{**r, "id": _uuid(r["id"]), "run_id": _uuid(r["run_id"]), "run_at": _aware(r["run_at"])},
+                       delay=0.0) for r in rows]
 
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
                               now: datetime | None) -> set[UUID]:
@@ -706,8 +718,9 @@ class SqliteStore:
         for name, status, output, executions, seq, started_at, wake_at, event, event_match in rows:
             wake = _parse_ts(wake_at)
             remaining = None if wake is None else (wake - when).total_seconds()
-            steps.append(StepRow(name, status, output, executions, seq, _parse_ts(started_at), wake, remaining, event,
-                                 event_match))
+            steps.append(StepRow(name=name, status=status, output=output, executions=executions, seq=seq,
+                                 started_at=_parse_ts(started_at), wake_at=wake, remaining=remaining, event=event,
+                                 event_match=event_match))
         return steps
 
     def step_begin(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, wake_in: float | None,
@@ -719,7 +732,7 @@ class SqliteStore:
                                         claim.hex])
             return when if cursor.rowcount == 1 else None
 
-    def _fenced_write(self, sql: str, params: list[Any], job_id: UUID, claim: UUID) -> str:
+    def _fenced_write(self, sql: str, params: list[Any], job_id: UUID, claim: UUID) -> StepWrite:
         with self._cursor() as cursor:
             cursor.execute(sql, params)
             if cursor.rowcount == 1:
@@ -728,13 +741,13 @@ class SqliteStore:
             return ALREADY_COMPLETED if cursor.fetchone() is not None else FENCED_OUT
 
     def step_complete(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, output: str,
-                      count: bool, now: datetime | None) -> str:
+                      count: bool, now: datetime | None) -> StepWrite:
         stamp = ts(now or clock.now())
         return self._fenced_write(STEP_COMPLETE, [run_id.hex, name, output, 1 if count else 0, seq, stamp, stamp,
                                                   job_id.hex, claim.hex], job_id, claim)
 
     def step_fail(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, error: str, count: bool,
-                  now: datetime | None) -> str:
+                  now: datetime | None) -> StepWrite:
         stamp = ts(now or clock.now())
         return self._fenced_write(STEP_FAIL, [run_id.hex, name, error, 1 if count else 0, seq, stamp, job_id.hex,
                                               claim.hex], job_id, claim)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 from uuid import UUID
 
 
@@ -68,7 +68,42 @@ class StepRow(NamedTuple):
 
 # What a fenced step write answers: the row was written; the fence held but the step was
 # completed already (nothing overwritten); the job is no longer running under this claim.
-WRITTEN, ALREADY_COMPLETED, FENCED_OUT = "written", "already-completed", "fenced-out"
+StepWrite = Literal["written", "already-completed", "fenced-out"]
+WRITTEN: StepWrite = "written"
+ALREADY_COMPLETED: StepWrite = "already-completed"
+FENCED_OUT: StepWrite = "fenced-out"
+
+
+class Inserted(NamedTuple):
+    """``job_insert_many``'s answer for one row: the job that holds its key, and whether that is
+    an existing live job (``deduped``) rather than the row just inserted."""
+
+    id: UUID
+    run_id: UUID
+    deduped: bool
+
+
+class SettledAndClaimed(NamedTuple):
+    """``job_settle_and_claim``'s answer: the ids that settled, and the rows claimed per queue."""
+
+    settled: set[UUID]
+    claimed: dict[str, list[ClaimedJob]]
+
+
+class Rescued(NamedTuple):
+    """One job ``job_rescue`` handed back, and the state it now has (``ready``, ``dead``, ``failed``)."""
+
+    id: UUID
+    name: str
+    queue: str
+    state: str
+
+
+class Purged(NamedTuple):
+    """What one ``job_purge_finished`` batch deleted."""
+
+    jobs: int
+    steps: int
 
 
 class LeaderLease(NamedTuple):
@@ -106,16 +141,6 @@ class JobRow:
     def __post_init__(self) -> None:
         object.__setattr__(self, "dedupe_key", (self.name, self.tenant_id or "", self.idempotency_key))
 
-    @classmethod
-    def staged(cls, id: UUID, run_id: UUID, name: str, queue: str, priority: int, payload: str,  # noqa: A002
-               idempotency_key: str, tenant_id: str | None, enqueued_by: str | None, max_attempts: int,
-               run_at: datetime, concurrency_key: str | None, traceparent: str | None) -> JobRow:
-        """A claimed outbox row, in the column order the stores select it."""
-        return cls(id=id, run_id=run_id, name=name, queue=queue, priority=priority, payload=payload,
-                   idempotency_key=idempotency_key, tenant_id=tenant_id, enqueued_by=enqueued_by,
-                   max_attempts=max_attempts, delay=0.0, run_at=run_at, concurrency_key=concurrency_key,
-                   traceparent=traceparent)
-
 
 class Store(Protocol):
     """What every store answers: PostgreSQL (``db/postgres.py``) and SQLite (``db/sqlite.py``).
@@ -149,9 +174,9 @@ class Store(Protocol):
     # -- jobs: enqueue, claim, settle ---------------------------------------------------------------
 
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
-                        notify: Sequence[str] = ()) -> list[tuple[UUID, UUID, bool]]:
+                        notify: Sequence[str] = ()) -> list[Inserted]:
         """Insert ``rows`` (validated, distinct dedupe keys) as ``ready``, or ``delayed`` while their
-        ``run_at`` (else ``now + delay``) is in the future; answer ``(id, run_id, deduped)`` per row,
+        ``run_at`` (else ``now + delay``) is in the future; answer an ``Inserted`` per row,
         in order.
 
         Dedupe on the live key: a row whose ``(name, tenant_id or "", idempotency_key)`` is held by
@@ -189,7 +214,7 @@ class Store(Protocol):
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
                              names: Sequence[str], worker_id: str, visibility: float,
                              now: datetime | None, blocked_tenants: Sequence[str] = (),
-                             ) -> tuple[set[UUID], dict[str, list[ClaimedJob]]]:
+                             ) -> SettledAndClaimed:
         """``job_settle_many`` then ``job_claim`` per ``{queue: limit}`` in ``claims``, in one
         transaction of its own (PostgreSQL: pipelined, one round trip and one commit); answer the
         settled ids and the claimed rows per queue. The worker's pass: if it raises, the claim may
@@ -211,10 +236,10 @@ class Store(Protocol):
         """
 
     def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
-                   limit: int = 500) -> list[tuple]:
+                   limit: int = 500) -> list[Rescued]:
         """Hand back up to ``limit`` jobs of ``names`` still ``running`` with a lapsed lease
         (``visible_at < now``: their worker died or stalled); answer ``(id, name, queue, state)``
-        per rescued job.
+        per rescued job (``Rescued``).
 
         A compare-and-set on the claim token read under the lock, so each lapse is rescued once
         (a second rescue finds the row no longer running). Before the last attempt the job is
@@ -225,10 +250,10 @@ class Store(Protocol):
         """
 
     def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
-                           now: datetime | None) -> tuple[int, int]:
+                           now: datetime | None) -> Purged:
         """Delete one batch of up to ``limit`` finished jobs past their retention (``done`` after
         ``done_retention`` seconds; ``dead``, ``failed``, ``cancelled`` after ``dead_retention``),
-        then the steps of runs left with no job; answer ``(jobs, steps)`` deleted. Live jobs are
+        then the steps of runs left with no job; answer what it deleted (``Purged``). Live jobs are
         never touched. SQLite: several statements in one transaction.
         """
 
@@ -344,7 +369,7 @@ class Store(Protocol):
         """
 
     def step_complete(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, output: str,
-                      count: bool, now: datetime | None) -> str:
+                      count: bool, now: datetime | None) -> StepWrite:
         """Checkpoint a step's JSON ``output`` (``count``: one more execution); answer ``WRITTEN``;
         ``ALREADY_COMPLETED`` when the step was completed already (never overwritten: the caller
         reads the stored output, which wins); ``FENCED_OUT`` when the job is no longer running
@@ -353,7 +378,7 @@ class Store(Protocol):
         """
 
     def step_fail(self, *, job_id: UUID, claim: UUID, run_id: UUID, name: str, seq: int, error: str, count: bool,
-                  now: datetime | None) -> str:
+                  now: datetime | None) -> StepWrite:
         """Record a failed execution of a step (its error text); answers as ``step_complete``: a
         completed step is never marked failed (``ALREADY_COMPLETED``)."""
 

@@ -170,7 +170,7 @@ def run_job(handle: JobHandle, /, **input: Any) -> Trace:
     row = handle.using().row(input)
     store = store_for(None)
     with _frozen():
-        ((job_id, _, _),) = store.job_insert_many(rows=[row], now=clock.sql_now())
+        job_id = store.job_insert_many(rows=[row], now=clock.sql_now())[0].id
         return _drive([job_id])[job_id]
 
 

@@ -144,7 +144,7 @@ def _run_to_end(handle: JobHandle, input: Mapping[str, Any], alias: str) -> Trac
     """Run one fresh job of ``input`` to a terminal state, crashing wherever a fault is armed."""
     runner = Runner(alias)
     row = handle.using(database=alias).row(input)
-    ((job_id, _, _),) = runner.store.job_insert_many(rows=[row], now=clock.sql_now())
+    job_id = runner.store.job_insert_many(rows=[row], now=clock.sql_now())[0].id
     for _ in range(MAX_ROUNDS):
         state, run_at = _state(runner, job_id)
         if state in ("done", "failed", "dead", "cancelled"):
