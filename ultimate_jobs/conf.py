@@ -39,6 +39,7 @@ from django.dispatch import receiver
 
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.names import check_queue_name
 
 DEFAULT_REDACT_KEYS = (
     "password", "passwd", "secret", "token", "api_key", "apikey",
@@ -107,8 +108,6 @@ class JobsSettings:
                                 '"auto" or "required".', 'Set OUTBOX to "auto" or "required".')
             values["OUTBOX"] = raw["OUTBOX"]
         if "QUEUES" in raw:
-            from ultimate_jobs.declaration import check_queue_name
-
             queues = raw["QUEUES"]
             if isinstance(queues, str) or not isinstance(queues, list | tuple) or not queues:
                 raise JobsError(X_CONFIG_INVALID, "ULTIMATE_JOBS['QUEUES'] must be a non-empty list of names.")

@@ -27,29 +27,44 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
-import string
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Concatenate, Generic, NoReturn, ParamSpec, Protocol, TypedDict, TypeVar, Unpack, overload
+from uuid import UUID
 
-from ultimate_jobs.durations import to_seconds
+from ultimate_jobs import jsoncodec
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.db.store import JobRow
+from ultimate_jobs.durations import Duration, to_seconds
+from ultimate_jobs.enqueue import (
+    MAX_ENQUEUE_BATCH,
+    MAX_KEY_CHARS,
+    EnqueueOptions,
+    EnqueueResult,
+    JobInput,
+    submit,
+)
 from ultimate_jobs.errors import (
     X_IDEMPOTENCY_REQUIRED,
     X_INVARIANT,
     X_JOB_CALLED_DIRECTLY,
     X_JOB_DECLARATION_INVALID,
     X_JOB_DUPLICATE,
+    X_JOB_ENQUEUE_BATCH_TOO_LARGE,
     X_JOB_INPUT_INVALID,
     X_JOB_TENANT_REQUIRED,
-    X_QUEUE_INVALID,
     JobsError,
 )
+from ultimate_jobs.inputs import Template, annotation_name, input_parameters
+from ultimate_jobs.names import check_job_name, check_queue_name
 from ultimate_jobs.retry import Retry
 
-QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.:-]{0,63}$")
-MAX_KEY_CHARS = 1000
+P = ParamSpec("P")
+R = TypeVar("R")
+
 # Attempts a compensates=True row carries past its retry policy, so a crash on the final attempt
 # is claimed once more and unwinds (see ultimate_jobs.runtime.compensation).
 UNWIND_MARGIN = 2
@@ -76,21 +91,6 @@ class _NoTenant:
 NO_TENANT = _NoTenant()
 
 
-def check_queue_name(queue: object, *, code: str = X_QUEUE_INVALID) -> str:
-    """Answer ``queue`` when it matches ``^[a-z0-9][a-z0-9_.:-]{0,63}$``; else raise ``code``."""
-    if not isinstance(queue, str) or not QUEUE_PATTERN.match(queue):
-        raise JobsError(code, f"queue={queue!r} is not a valid queue name.", None if code == X_QUEUE_INVALID
-                        else "Use a queue name matching ^[a-z0-9][a-z0-9_.:-]{0,63}$.")
-    return queue
-
-
-def check_job_name(name: object) -> str:
-    if not isinstance(name, str) or not 1 <= len(name) <= 200 or not name.isprintable() or name != name.strip():
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"name={name!r} is not a job name.",
-                        "Use 1-200 printable characters without leading or trailing spaces.")
-    return name
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Concurrency:
     """A fleet-wide cap: at most ``limit`` simultaneous runs (per ``key`` when given)."""
@@ -114,28 +114,28 @@ class Concurrency:
                             '"wait" or "fail".')
 
     @classmethod
-    def coerce(cls, value: object) -> Concurrency | None:
+    def coerce(cls, value: Concurrency | int | None) -> Concurrency | None:
         if value is None:
             return None
         if isinstance(value, Concurrency):
             return value
-        return cls(limit=value)  # type: ignore[arg-type]
+        return cls(limit=value)
 
 
-_registry: dict[str, JobHandle] = {}
+_registry: dict[str, JobHandle[..., Any]] = {}
 _registry_lock = threading.Lock()
 
 
-def registered_jobs() -> list[JobHandle]:
+def registered_jobs() -> list[JobHandle[..., Any]]:
     """Every declared job, sorted by name in code-point order."""
     return [_registry[name] for name in sorted(_registry)]
 
 
-def get_job_handle(name: str) -> JobHandle | None:
+def get_job_handle(name: str) -> JobHandle[..., Any] | None:
     return _registry.get(name)
 
 
-def _register(handle: JobHandle) -> None:
+def _register(handle: JobHandle[..., Any]) -> None:
     with _registry_lock:
         existing = _registry.get(handle.name)
         if existing is not None and existing.source != handle.source:
@@ -151,51 +151,25 @@ def _unregister(name: str) -> None:
         _registry.pop(name, None)
 
 
-class _Template:
-    """A format string over the input (``"invoice:{invoice_id}"``) or a ``callable(**input)``."""
+class JobHandle(Generic[P, R]):
+    """A declared job: enqueue it, describe it; never call it directly.
 
-    def __init__(self, spec: str | Callable[..., Any], *, option: str, params: Mapping[str, inspect.Parameter],
-                 open_kwargs: bool) -> None:
-        self.spec = spec
-        self.option = option
-        if isinstance(spec, str):
-            fields = [f for _, f, _, _ in string.Formatter().parse(spec) if f is not None]
-            for field_name in fields:
-                root = re.split(r"[.\[]", field_name, maxsplit=1)[0]
-                if not root or root.isdigit():
-                    raise JobsError(X_JOB_DECLARATION_INVALID, f"{option}={spec!r} uses a positional field "
-                                    "{" + field_name + "}.", "Name input fields, as in \"order:{order_id}\".")
-                if root not in params and not open_kwargs:
-                    raise JobsError(X_JOB_DECLARATION_INVALID, f"{option}={spec!r} names {root!r}, which is "
-                                    "not an input of the job.", f"Use only the job's keyword arguments in {option}.")
-        elif not callable(spec):
-            raise JobsError(X_JOB_DECLARATION_INVALID, f"{option}={spec!r} is neither a format string nor a "
-                            "callable.")
+    Generic over the body's input parameters ``P`` (everything after ``ctx``) and its result
+    ``R``, so a type checker reads ``handle.enqueue(**input)`` against the body's signature.
+    """
 
-    def render(self, values: Mapping[str, Any]) -> Any:
-        if isinstance(self.spec, str):
-            try:
-                return self.spec.format_map(values)
-            except (KeyError, IndexError, AttributeError, ValueError) as exc:
-                raise JobsError(X_JOB_INPUT_INVALID, f"{self.option}={self.spec!r} cannot be rendered from the "
-                                f"input: {exc!r}.") from None
-        return self.spec(**values)
-
-
-class JobHandle:
-    """A declared job: enqueue it, describe it; never call it directly."""
-
-    def __init__(self, fn: Callable[..., Any], *, idempotency_key: str | Callable[..., str],
-                 tenant: str | Callable[..., str] | _NoTenant, name: str | None, queue: str, priority: int,
-                 retry: Retry | int | None, timeout: Any, step_timeout: Any, event_poll: Any, concurrency: Any,
-                 compensates: bool, on_settled: Callable[..., Any] | None, on_settled_timeout: Any,
-                 sensitive: bool) -> None:
+    def __init__(self, fn: Callable[Concatenate[JobContext, P], Any], *, idempotency_key: IdempotencyKey,
+                 tenant: Tenant, name: str | None, queue: str, priority: int,
+                 retry: Retry | int | None, timeout: Duration | None, step_timeout: Duration | None,
+                 event_poll: Duration | None, concurrency: Concurrency | int | None, compensates: bool,
+                 on_settled: Callable[..., object] | None, on_settled_timeout: Duration, sensitive: bool) -> None:
         code = X_JOB_DECLARATION_INVALID
+        # The body: it answers R, or for an ``async def`` body an awaitable of R.
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
         self.source = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
         self.name = check_job_name(name if name is not None else self.source)
-        self.params, self.open_kwargs = _input_parameters(fn, self.name)
+        self.params, self.open_kwargs = input_parameters(fn, self.name)
         self.queue = check_queue_name(queue, code=code)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise JobsError(code, f"priority={priority!r} must be an int (lower runs first).")
@@ -219,14 +193,14 @@ class JobHandle:
             raise JobsError(code, f"on_settled={on_settled!r} is not callable.")
         self.on_settled = on_settled
         self.on_settled_timeout = to_seconds(on_settled_timeout, subject="on_settled_timeout", code=code)
-        self._key = _Template(idempotency_key, option="idempotency_key", params=self.params,
+        self._key = Template(idempotency_key, option="idempotency_key", params=self.params,
                               open_kwargs=self.open_kwargs)
         self.tenant = tenant
-        self._tenant = None if tenant is NO_TENANT else _Template(
-            tenant, option="tenant", params=self.params, open_kwargs=self.open_kwargs)  # type: ignore[arg-type]
+        self._tenant = None if isinstance(tenant, _NoTenant) else Template(
+            tenant, option="tenant", params=self.params, open_kwargs=self.open_kwargs)
         self._concurrency_key = None
         if self.concurrency is not None and self.concurrency.key is not None:
-            self._concurrency_key = _Template(self.concurrency.key, option="concurrency key", params=self.params,
+            self._concurrency_key = Template(self.concurrency.key, option="concurrency key", params=self.params,
                                               open_kwargs=self.open_kwargs)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
@@ -237,7 +211,7 @@ class JobHandle:
     def __repr__(self) -> str:
         return f"<JobHandle {self.name} queue={self.queue}>"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
         raise JobsError(X_JOB_CALLED_DIRECTLY, f"The job {self.name!r} was called directly; a job runs in a "
                         "worker.", f"Use {self.__name__}.enqueue(**input), or "
                         "ultimate_jobs.testing.run_job(handle, **input) in tests.")
@@ -249,8 +223,6 @@ class JobHandle:
 
         Raise ``X_JOB_INPUT_INVALID`` for a missing, unknown or unencodable argument.
         """
-        from ultimate_jobs import jsoncodec
-
         if isinstance(raw, str | bytes):
             try:
                 raw = jsoncodec.loads(raw)
@@ -258,13 +230,11 @@ class JobHandle:
                 raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: the input is not JSON ({exc}).") from None
         if not isinstance(raw, Mapping):
             raise JobsError(X_JOB_INPUT_INVALID, f"{self.name}: the input must be a mapping of keyword arguments.")
-        return jsoncodec.loads(self.encode_input(raw))
+        parsed: dict[str, Any] = jsoncodec.loads(self.encode_input(raw))
+        return parsed
 
     def encode_input(self, values: Mapping[str, Any]) -> str:
         """The stored JSON text of one input; raise ``X_JOB_INPUT_INVALID`` when it does not fit."""
-        from ultimate_jobs import jsoncodec
-        from ultimate_jobs.conf import get_settings
-
         self.check_arguments(values)
         try:
             return jsoncodec.dumps(dict(values), max_bytes=get_settings().MAX_PAYLOAD_BYTES,
@@ -320,24 +290,29 @@ class JobHandle:
                             "must be a non-empty string of at most 200 characters.")
         return f"{self.name}:{key}"
 
+    def render(self, values: Mapping[str, Any]) -> JobInput:
+        """One input as a row takes it: its JSON, key, tenant and concurrency key, each checked as above."""
+        return JobInput(name=self.name, queue=self.queue, priority=self.priority, max_attempts=self.max_attempts,
+                        payload=self.encode_input(values), idempotency_key=self.idempotency_key_for(**values),
+                        tenant_id=self.tenant_for(**values), concurrency_key=self.concurrency_key_for(**values))
+
     # -- enqueue -------------------------------------------------------------------------------
 
-    def enqueue(self, **values: Any) -> Any:
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
         """Queue one run. Inside ``transaction.atomic()`` it commits or vanishes with the caller."""
-        return self.using().enqueue(**values)
+        return self.using().enqueue(*args, **kwargs)
 
-    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[Any]:
+    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
         """Queue many runs in one statement per 1,000; every refusal comes before the first write."""
         return self.using().enqueue_many(inputs)
 
-    def using(self, *, delay: Any = None, run_at: Any = None, queue: str | None = None, priority: int | None = None,
-              tenant_id: str | None = None, run_id: Any = None, enqueued_by: Any = None,
-              database: str | None = None) -> Any:
+    def using(self, *, delay: Duration | None = None, run_at: datetime | None = None, queue: str | None = None,
+              priority: int | None = None, tenant_id: str | None = None, run_id: UUID | str | None = None,
+              enqueued_by: object = None, database: str | None = None) -> BoundJob[P, R]:
         """Per-call options, Django's ``Task.using`` shape."""
-        from ultimate_jobs.enqueue import EnqueueOptions
-
-        return EnqueueOptions.build(self, delay=delay, run_at=run_at, queue=queue, priority=priority,
-                                    tenant_id=tenant_id, run_id=run_id, enqueued_by=enqueued_by, database=database)
+        return BoundJob(self, EnqueueOptions.build(delay=delay, run_at=run_at, queue=queue, priority=priority,
+                                                   tenant_id=tenant_id, run_id=run_id, enqueued_by=enqueued_by,
+                                                   database=database))
 
     # -- introspection ---------------------------------------------------------------------------
 
@@ -358,47 +333,113 @@ class JobHandle:
             "timeout": self.timeout,
             "sensitive": self.sensitive,
             "input": [{"name": n, "required": p.default is inspect.Parameter.empty,
-                       "annotation": _annotation(p)} for n, p in self.params.items()],
+                       "annotation": annotation_name(p)} for n, p in self.params.items()],
         }
 
 
-def _annotation(param: inspect.Parameter) -> str | None:
-    if param.annotation is inspect.Parameter.empty:
-        return None
-    return param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__",
-                                                                               repr(param.annotation))
+@dataclass(frozen=True, slots=True)
+class BoundJob(Generic[P, R]):
+    """A job with per-call options: what ``handle.using(...)`` answers.
+
+    The input travels one way from here: the handle renders it (``JobHandle.render``), the options
+    make the row (``EnqueueOptions.row``), and ``enqueue.submit`` writes it.
+    """
+
+    handle: JobHandle[P, R]
+    options: EnqueueOptions
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+        """Queue one run; raise a ``JobsError`` before writing anything when the input is refused."""
+        if args:
+            raise TypeError(f"{self.handle.name}: enqueue() takes the input by keyword only.")
+        return submit([self.row(kwargs)], database=self.options.database)[0]
+
+    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+        """Queue many runs; refuse the whole call (``X_JOB_ENQUEUE_BATCH_TOO_LARGE`` or
+        ``X_JOB_INPUT_INVALID``) before the first write."""
+        batch = list(inputs)
+        if len(batch) > MAX_ENQUEUE_BATCH:
+            raise JobsError(X_JOB_ENQUEUE_BATCH_TOO_LARGE, f"enqueue_many got {len(batch)} inputs, over the "
+                            f"{MAX_ENQUEUE_BATCH:,} limit.")
+        if self.options.run_id is not None and len(batch) > 1:
+            raise JobsError(X_JOB_INPUT_INVALID, "using(run_id=...) names one run; enqueue_many takes many.")
+        rows = []
+        for index, values in enumerate(batch):
+            if not isinstance(values, Mapping):
+                raise JobsError(X_JOB_INPUT_INVALID, f"enqueue_many input #{index} is not a mapping.")
+            try:
+                rows.append(self.row(values))
+            except JobsError as err:
+                raise JobsError(err.code, f"enqueue_many input #{index}: {err.cause}", err.fix) from None
+        return submit(rows, database=self.options.database) if rows else []
+
+    def row(self, values: Mapping[str, Any]) -> JobRow:
+        """The validated row for one input under these options, not yet written."""
+        return self.options.row(self.handle.render(values))
 
 
-def _input_parameters(fn: Callable[..., Any], name: str) -> tuple[dict[str, inspect.Parameter], bool]:
-    """The job's input parameters (everything after ``ctx``), and whether it takes ``**kwargs``."""
-    if not callable(fn):
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"@job decorates {fn!r}, which is not a function.")
-    params = list(inspect.signature(fn).parameters.values())
-    if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
-                                           inspect.Parameter.POSITIONAL_OR_KEYWORD):
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{name}: a job function takes the run context first: "
-                        "def fn(ctx, *, ...).", "Add ctx as the first positional parameter.")
-    inputs: dict[str, inspect.Parameter] = {}
-    open_kwargs = False
-    for param in params[1:]:
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            open_kwargs = True
-        elif param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
-            raise JobsError(X_JOB_DECLARATION_INVALID, f"{name}: input parameter {param.name!r} must be passable "
-                            "by keyword.", "Declare inputs after a bare *: def fn(ctx, *, order_id).")
-        else:
-            inputs[param.name] = param
-    return inputs, open_kwargs
+class JobDecorator(Protocol):
+    """What ``job(...)`` with options answers: a decorator that declares the job it is given."""
+
+    @overload
+    def __call__(self, fn: Callable[Concatenate[JobContext, P], Coroutine[Any, Any, R]], /) -> JobHandle[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[Concatenate[JobContext, P], R], /) -> JobHandle[P, R]: ...
 
 
-def job(fn: Callable[..., Any] | None = None, *, idempotency_key: Any = None, tenant: Any = None,
-        name: str | None = None, queue: str = "default", priority: int = 0, retry: Retry | int | None = None,
-        timeout: Any = None, step_timeout: Any = None, event_poll: Any = None, concurrency: Any = None,
-        compensates: bool = False, on_settled: Callable[..., Any] | None = None,
-        on_settled_timeout: Any = 30.0, sensitive: bool = False) -> Any:
-    """Declare a durable job; see the module docstring for every option and refusal."""
+class JobOptions(TypedDict, total=False):
+    """``@job``'s options besides ``idempotency_key`` and ``tenant``, as a type checker reads them
+    (the module docstring gives each default)."""
 
-    def declare(func: Callable[..., Any]) -> JobHandle:
+    name: str | None
+    queue: str
+    priority: int
+    retry: Retry | int | None
+    timeout: Duration | None
+    step_timeout: Duration | None
+    event_poll: Duration | None
+    concurrency: Concurrency | int | None
+    compensates: bool
+    on_settled: Callable[..., object] | None
+    on_settled_timeout: Duration
+    sensitive: bool
+
+
+IdempotencyKey = str | Callable[..., str]
+Tenant = str | Callable[..., str | int] | _NoTenant
+
+
+@overload
+def job(fn: Callable[Concatenate[JobContext, P], Coroutine[Any, Any, R]], /, *,
+        idempotency_key: IdempotencyKey | None = None, tenant: Tenant | None = None,
+        **options: Unpack[JobOptions]) -> JobHandle[P, R]: ...
+
+
+@overload
+def job(fn: Callable[Concatenate[JobContext, P], R], /, *, idempotency_key: IdempotencyKey | None = None,
+        tenant: Tenant | None = None, **options: Unpack[JobOptions]) -> JobHandle[P, R]: ...
+
+
+@overload
+def job(*, idempotency_key: IdempotencyKey, tenant: Tenant, **options: Unpack[JobOptions]) -> JobDecorator: ...
+
+
+def job(fn: Callable[..., Any] | None = None, *, idempotency_key: IdempotencyKey | None = None,
+        tenant: Tenant | None = None, name: str | None = None,
+        queue: str = "default", priority: int = 0, retry: Retry | int | None = None, timeout: Duration | None = None,
+        step_timeout: Duration | None = None, event_poll: Duration | None = None,
+        concurrency: Concurrency | int | None = None, compensates: bool = False,
+        on_settled: Callable[..., object] | None = None, on_settled_timeout: Duration = 30.0,
+        sensitive: bool = False) -> JobHandle[..., Any] | Callable[[Callable[..., Any]], JobHandle[..., Any]]:
+    """Declare a durable job; see the module docstring for every option and refusal.
+
+    ``job(fn, **options)`` declares ``fn`` at once. A bare ``@job`` type-checks but always refuses:
+    every job needs an ``idempotency_key`` and a ``tenant`` (``X_IDEMPOTENCY_REQUIRED``,
+    ``X_JOB_TENANT_REQUIRED``).
+    """
+
+    def declare(func: Callable[..., Any]) -> JobHandle[..., Any]:
         label = name or f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
         if idempotency_key is None:
             raise JobsError(X_IDEMPOTENCY_REQUIRED, f"@job {label} has no idempotency_key; every job is "
@@ -409,10 +450,11 @@ def job(fn: Callable[..., Any] | None = None, *, idempotency_key: Any = None, te
         if step_timeout is not None and to_seconds(step_timeout, subject="step_timeout",
                                                    code=X_JOB_DECLARATION_INVALID) <= 0:
             raise JobsError(X_JOB_DECLARATION_INVALID, "step_timeout must be positive.")
-        handle = JobHandle(func, idempotency_key=idempotency_key, tenant=tenant, name=name, queue=queue,
-                           priority=priority, retry=retry, timeout=timeout, step_timeout=step_timeout,
-                           event_poll=event_poll, concurrency=concurrency, compensates=compensates,
-                           on_settled=on_settled, on_settled_timeout=on_settled_timeout, sensitive=sensitive)
+        handle: JobHandle[..., Any] = JobHandle(
+            func, idempotency_key=idempotency_key, tenant=tenant, name=name, queue=queue, priority=priority,
+            retry=retry, timeout=timeout, step_timeout=step_timeout, event_poll=event_poll, concurrency=concurrency,
+            compensates=compensates, on_settled=on_settled, on_settled_timeout=on_settled_timeout,
+            sensitive=sensitive)
         _register(handle)
         return handle
 

@@ -18,9 +18,10 @@ from django.db.models import Count, Min, Q
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import check_queue_name, registered_jobs
+from ultimate_jobs.declaration import registered_jobs
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import plain
+from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.ops.rows import alias, jobs, write_now
 from ultimate_jobs.redact import redact_text
 

@@ -37,12 +37,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs import clock
-from ultimate_jobs.declaration import JobHandle, check_job_name
+from ultimate_jobs.declaration import JobHandle
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_TASK_DECLARATION_INVALID, X_TASK_DUPLICATE, JobsError
+from ultimate_jobs.names import check_job_name
 from ultimate_jobs.schedule.cron import Schedule
 
 if TYPE_CHECKING:
-    from ultimate_jobs.enqueue import EnqueueResult, JobRow
+    from ultimate_jobs.db.store import JobRow
+    from ultimate_jobs.enqueue import EnqueueResult
 
 CATCH_UP = ("skip", "run-once", "run-all")
 MAX_CATCH_UP_LIMIT = 1000
@@ -129,9 +131,9 @@ class TaskHandle:
 
     def rows_for(self, occurrence: datetime, *, database: str | None = None) -> list[JobRow]:
         """Validated job rows for one occurrence, keyed ``"<task>:<occurrence epoch ms>:<job key>"``."""
-        options = dataclasses.replace(self.job.using(database=database), enqueued_by=f"task:{self.name}",
+        options = dataclasses.replace(self.job.using(database=database).options, enqueued_by=f"task:{self.name}",
                                       key_prefix=f"{self.name}:{occurrence_ms(occurrence)}:")
-        return [options.row(values) for values in self.inputs_for(occurrence)]
+        return [options.row(self.job.render(values)) for values in self.inputs_for(occurrence)]
 
     def enqueue(self, *, occurrence: datetime | None = None,
                 database: str | None = None) -> list[EnqueueResult]:

@@ -60,10 +60,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ultimate_jobs.declaration import NO_TENANT, JobHandle, check_job_name, get_job_handle, job, registered_jobs
+from ultimate_jobs.declaration import NO_TENANT, JobHandle, get_job_handle, job, registered_jobs
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
 from ultimate_jobs.factories.backfill.sweep import BackfillBatch, run
 from ultimate_jobs.factories.pacer import DEFAULT_RATE, check_rate
+from ultimate_jobs.names import check_job_name
 
 # BackfillBatch is public here (``ultimate_jobs.BackfillBatch``); the sweep that builds it owns it.
 __all__ = ["Backfill", "BackfillBatch", "backfill", "checksum_of", "get_backfill", "registered_backfills"]
