@@ -2,7 +2,7 @@
 
 ``ultimate_jobs.retention`` fires the retention purge hourly, at minute 17 UTC (off the top of
 the hour, where application tasks crowd). It is on by default; ``ops.pause_task`` turns it off.
-The purge takes no input (its batch size lives on its targets, ``ultimate_jobs.retention``).
+The purge takes no input (its batch size lives on its targets, ``ultimate_jobs.factories.retention``).
 """
 
 from __future__ import annotations

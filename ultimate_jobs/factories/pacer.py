@@ -1,5 +1,5 @@
-"""The throttle a backfill sweeps under: ``rate`` batches per second, spent as a wait before each
-batch but the first.
+"""Internal: the throttle a backfill sweeps under: ``rate`` batches per second, spent as a wait
+before each batch but the first.
 
 A sweep shares the database with the requests the site is still serving, so a pass that runs
 flat out is an outage of its own making. There is deliberately no "off": a rate above what the

@@ -1,4 +1,4 @@
-"""Internal: what the management commands share."""
+"""Internal: what the management commands share: the raw output streams and stderr logging."""
 
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ steps from storage and reopens the iteration at the cursor the last one left. Be
 has no checkpoint the pacer waits (a replayed page pays nothing, and no wait is ever spent inside
 an ``atomic`` page's transaction); inside the page's step the page is read and handled, then the
 ledger gets the running totals (at most once a second; the completed row has the exact ones).
+``BackfillBatch``, the page ``handle`` is given, lives here with the pass that builds it; the
+public name is ``ultimate_jobs.BackfillBatch``.
 
 Logged events: ``jobs.backfill.skipped``, ``jobs.backfill.checksum-moved`` (warning),
 ``jobs.backfill.completed``.
