@@ -1,6 +1,6 @@
 """Internal: the admin pages beside the job changelist: queues, workers, scheduled tasks and
 the backfill ledger. Each reads one ``ops`` call; pausing and resuming (queues and tasks) needs
-``ultimate_jobs.pause_queue`` and a POST. A page whose feature this version lacks says so.
+``ultimate_jobs.pause_queue`` and a POST.
 """
 
 from __future__ import annotations
