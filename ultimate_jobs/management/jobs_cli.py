@@ -26,6 +26,8 @@ class JobsCLI:
     """One invocation: ``JobsCLI(stdout, stderr, json=...).run("ls", state="dead")``."""
 
     def __init__(self, stdout: IO[str], stderr: IO[str], *, json: bool = False) -> None:
+        # rich is imported where it is used: it is not a dependency of the package, and the
+        # commands import this module at their top (`manage.py jobs --help` works without it).
         from rich.console import Console
 
         self.json = json
