@@ -21,15 +21,23 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from ultimate_jobs.errors import CODES, JobCancelled
+from ultimate_jobs.errors import (
+    CODES,
+    X_ABORTED,
+    X_DRAINING,
+    X_JOB_LEASE_LOST,
+    X_JOB_SLOT_LOST,
+    X_JOB_TIMEOUT,
+    JobCancelled,
+)
 
-CANCEL_REASONS = ("X_ABORTED", "X_DRAINING", "X_JOB_TIMEOUT", "X_JOB_LEASE_LOST", "X_JOB_SLOT_LOST")
+CANCEL_REASONS = (X_ABORTED, X_DRAINING, X_JOB_TIMEOUT, X_JOB_LEASE_LOST, X_JOB_SLOT_LOST)
 _CAUSES = {
-    "X_ABORTED": "The run was cancelled.",
-    "X_DRAINING": "The worker is draining (SIGTERM); the run goes back to the queue uncounted.",
-    "X_JOB_TIMEOUT": "The run passed its timeout.",
-    "X_JOB_LEASE_LOST": "The run's lease was lost: the job was cancelled or reclaimed elsewhere.",
-    "X_JOB_SLOT_LOST": "The run's fleet concurrency slot was lost.",
+    X_ABORTED: "The run was cancelled.",
+    X_DRAINING: "The worker is draining (SIGTERM); the run goes back to the queue uncounted.",
+    X_JOB_TIMEOUT: "The run passed its timeout.",
+    X_JOB_LEASE_LOST: "The run's lease was lost: the job was cancelled or reclaimed elsewhere.",
+    X_JOB_SLOT_LOST: "The run's fleet concurrency slot was lost.",
 }
 
 
@@ -70,7 +78,7 @@ class CancelToken:
             raise self.error()
 
     def error(self) -> JobCancelled:
-        code = self.reason or "X_ABORTED"
+        code = self.reason or X_ABORTED
         return JobCancelled(code, self.detail or _CAUSES.get(code, "The run was cancelled."))
 
     def __bool__(self) -> bool:
