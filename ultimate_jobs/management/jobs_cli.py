@@ -181,10 +181,7 @@ class JobsCLI:
         elif resume:
             ops.resume_task(resume)
         tasks = ops.scheduled_tasks()
-        if tasks is None:
-            return self._answer({"installed": False, "tasks": []},
-                                lambda: self.console.print("no scheduler installed"))
-        return self._answer({"installed": True, "tasks": tasks}, lambda: self._table(
+        return self._answer({"tasks": tasks}, lambda: self._table(
             tasks, ("task", "next_run", "last_fire", "paused"), empty="no scheduled tasks"))
 
     def do_doctor(self) -> int:

@@ -61,7 +61,6 @@ from ultimate_jobs.ops.queues import (
     queue_stats,
     resume_queue,
     scheduled_tasks,
-    scheduler_installed,
     workers,
 )
 from ultimate_jobs.ops.steps import resolve_step
@@ -72,5 +71,5 @@ __all__ = [
     "gate_backfill", "get_job", "list_jobs", "next_task_run", "pause_queue", "pause_task", "paused_queues",
     "paused_tasks", "pending_backfills", "promote_job", "promote_many", "queue_stats", "remove_job", "remove_many",
     "requeue_many", "resolve_step", "resume_queue", "resume_task", "retry_job", "scheduled_tasks",
-    "scheduler_installed", "task_fires", "workers",
+    "task_fires", "workers",
 ]

@@ -42,7 +42,9 @@ from ultimate_jobs.errors import (
     JobsError,
 )
 from ultimate_jobs.ids import parse_uuid
+from ultimate_jobs.models import JobStep, OutboxEntry
 from ultimate_jobs.models.jobs import LIVE_STATES, STATES, TERMINAL_STATES
+from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias, filter_jobs, jobs, write_now
 
 log = logging.getLogger("ultimate_jobs")
@@ -54,8 +56,6 @@ _RUNNING_FIX = "Cancel it (ops.cancel_job / `jobs cancel`); it stops at its next
 def _missing(key: UUID, staged_code: str) -> JobsError:
     """No job row: ``X_JOB_NOT_FOUND``, or ``staged_code`` when the id is an enqueue staged in the
     outbox that the relay has not published yet (a live job in the making)."""
-    from ultimate_jobs.models import OutboxEntry
-
     if OutboxEntry.objects.using(alias()).filter(id=key, published_at__isnull=True).exists():
         return JobsError(staged_code, f"Job {key} is staged in the outbox and not published yet; it is live.",
                          "Wait for the relay to publish it (jobs_relay, or the worker's relay role), then act.")
@@ -77,9 +77,6 @@ def retry_job(job_id: str | UUID, from_step: str | None = None) -> dict[str, Any
     running one would run twice), ``X_JOB_DUPLICATE`` when a live job holds its key,
     ``X_JOB_INPUT_INVALID`` when the run has no step named ``from_step``.
     """
-    from ultimate_jobs.models import JobStep
-    from ultimate_jobs.ops import get_job
-
     key = parse_uuid(job_id, subject="job id")
     with transaction.atomic(using=alias()):
         row = (jobs().select_for_update().filter(id=key)
@@ -123,8 +120,6 @@ def cancel_job(job_id: str | UUID, reason: str | None = None) -> dict[str, Any]:
     ``state = 'running'``, cannot undo the cancel. Raise ``X_JOB_NOT_FOUND`` or
     ``X_JOB_NOT_CANCELLABLE`` (the job had already finished).
     """
-    from ultimate_jobs.ops import get_job
-
     key = parse_uuid(job_id, subject="job id")
     note = "cancelled by an operator" + (f": {reason}" if reason else "")
     with transaction.atomic(using=alias()):
@@ -153,8 +148,6 @@ def promote_job(job_id: str | UUID) -> dict[str, Any]:
     Raise ``X_JOB_NOT_FOUND``, or ``X_JOB_NOT_PROMOTABLE`` when the job is not waiting (it is
     runnable already, running, suspended, or finished: retry a finished one instead).
     """
-    from ultimate_jobs.ops import get_job
-
     key = parse_uuid(job_id, subject="job id")
     with transaction.atomic(using=alias()):
         row = jobs().filter(id=key).values("state", "name", "queue").first()
@@ -192,8 +185,6 @@ def remove_job(job_id: str | UUID) -> dict[str, Any]:
 
 def _drop_steps(run_ids: Iterable[UUID]) -> None:
     """Delete the step records of runs no job row refers to any more."""
-    from ultimate_jobs.models import JobStep
-
     runs = set(run_ids)
     orphans = runs - set(jobs().filter(run_id__in=list(runs)).values_list("run_id", flat=True))
     if orphans:

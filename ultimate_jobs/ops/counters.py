@@ -27,6 +27,7 @@ from django.db.models import Sum
 from ultimate_jobs import clock
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import iso
+from ultimate_jobs.models import JobCounter
 from ultimate_jobs.models.operations import ALL_TIME, COUNTER_TIERS
 from ultimate_jobs.ops.rows import alias
 from ultimate_jobs.runtime.housekeeping import floor_bucket
@@ -35,8 +36,6 @@ MINUTE = COUNTER_TIERS[0][0]
 
 
 def _rows() -> Any:
-    from ultimate_jobs.models import JobCounter
-
     return JobCounter.objects.using(alias())
 
 

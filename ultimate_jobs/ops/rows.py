@@ -12,12 +12,15 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connections
+from django.db.models.functions import Now
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import get_job_handle
 from ultimate_jobs.errors import X_ID_INVALID, X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import plain
+from ultimate_jobs.models import Job
+from ultimate_jobs.models.jobs import STATES
 from ultimate_jobs.redact import redact, redact_text
 
 _HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
@@ -35,20 +38,8 @@ def alias() -> str:
 
 
 def jobs() -> Any:
-    """The ``Job`` queryset on the jobs database (models are imported late: ops is importable early)."""
-    from ultimate_jobs.models import Job
-
+    """The ``Job`` queryset on the jobs database."""
     return Job.objects.using(alias())
-
-
-def model(name: str) -> Any:
-    """An ultimate_jobs model by name, or ``None`` when this version (or branch) has no such table."""
-    from django.apps import apps
-
-    try:
-        return apps.get_model("ultimate_jobs", name)
-    except LookupError:
-        return None
 
 
 def write_now() -> Any:
@@ -59,8 +50,6 @@ def write_now() -> Any:
     if frozen is not None:
         return frozen
     if connections[alias()].vendor == "postgresql":
-        from django.db.models.functions import Now
-
         return Now()
     return clock.now()
 
@@ -68,8 +57,6 @@ def write_now() -> Any:
 def filter_jobs(query: Any, **equal: str | None) -> Any:
     """``query`` narrowed by the operator filters that are set (``state``, ``queue``, ``name``,
     ``tenant_id``); an unknown state is ``X_JOB_INPUT_INVALID``. Shared by listing and bulk writes."""
-    from ultimate_jobs.models.jobs import STATES
-
     state = equal.get("state")
     if state is not None and state not in STATES:
         raise JobsError(X_JOB_INPUT_INVALID, f"state={state!r} is not one of {', '.join(STATES)}.")

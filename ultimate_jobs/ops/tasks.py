@@ -31,6 +31,7 @@ from typing import Any
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_TASK_NOT_FOUND, JobsError
+from ultimate_jobs.models import SchedulerState
 from ultimate_jobs.schedule import watermarks
 from ultimate_jobs.schedule.declarations import TaskHandle, get_task, registered_tasks
 
@@ -67,8 +68,6 @@ def resume_task(task: TaskHandle | str) -> dict[str, Any]:
 
 def paused_tasks() -> list[str]:
     """The names of the paused tasks, sorted."""
-    from ultimate_jobs.models import SchedulerState
-
     rows = SchedulerState.objects.using(get_settings().DATABASE).filter(paused=True)
     return sorted(rows.values_list("name", flat=True))
 
