@@ -1,23 +1,25 @@
-"""Internal: the one enqueue path.
+"""Internal: the one enqueue path, below the declaration.
 
 Every enqueue (the handle, ``using(...)``, ``enqueue_many``, a scheduled task's occurrence, the
-outbox relay) ends in ``submit()``. All validation happens first, so a refused call writes
-nothing. Then it decides: inside a transaction on the jobs database the rows are staged in the
-outbox on the caller's connection (its commit is the enqueue, its rollback means the job never
-existed); in autocommit they go straight into the job table, unless ``OUTBOX="required"``
-refuses that (``X_OUTBOX_NO_TX``). The relay and the scheduler pass ``direct=True``: they write
-jobs inside their own transactions (a publish, a watermark), never a caller's. Either way one
-statement per 1,000 rows.
+outbox relay) ends in ``submit()``, and its input travels one way: the declaration renders each
+input into a ``JobInput`` (the JSON, the idempotency key, the tenant, the concurrency key:
+``JobHandle.render``), ``EnqueueOptions.row`` adds the per-call options and builds the
+``JobRow``, and ``submit()`` writes it. Nothing here reads a declaration.
+
+All validation happens first, so a refused call writes nothing. Then ``submit()`` decides: inside
+a transaction on the jobs database the rows are staged in the outbox on the caller's connection
+(its commit is the enqueue, its rollback means the job never existed); in autocommit they go
+straight into the job table, unless ``OUTBOX="required"`` refuses that (``X_OUTBOX_NO_TX``). The
+relay and the scheduler pass ``direct=True``: they write jobs inside their own transactions (a
+publish, a watermark), never a caller's. Either way one statement per 1,000 rows.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import connections
@@ -25,27 +27,24 @@ from django.utils.module_loading import import_string
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import Store, store_for
 from ultimate_jobs.db.store import Inserted, JobRow
-from ultimate_jobs.declaration import MAX_KEY_CHARS, check_queue_name
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import (
     X_CONFIG_INVALID,
-    X_JOB_ENQUEUE_BATCH_TOO_LARGE,
     X_JOB_INPUT_INVALID,
     X_JOB_TENANT_MISMATCH,
     X_OUTBOX_NO_TX,
     JobsError,
 )
 from ultimate_jobs.ids import parse_uuid, uuid7
+from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.tracing import current_traceparent
-
-if TYPE_CHECKING:
-    from ultimate_jobs.db import Store
-    from ultimate_jobs.declaration import JobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
 MAX_ENQUEUE_BATCH = 10_000
+MAX_KEY_CHARS = 1000
 STATEMENT_ROWS = 1_000
 WAKE_EVERY = 0.25  # seconds: at most one wake per queue per process in this window
 _last_wake: dict[tuple[str, str], float] = {}
@@ -66,26 +65,46 @@ class EnqueueResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EnqueueOptions:
-    """A handle with per-call options (``handle.using(...)``)."""
+class JobInput:
+    """One input as its declaration renders it: all a row takes from the job and its input.
 
-    handle: JobHandle
-    delay: float
-    run_at: datetime | None
+    ``queue`` and ``priority`` are the declaration's defaults (per-call options override them);
+    ``tenant_id`` is the tenant the input acts under (None for a ``NO_TENANT`` job).
+    """
+
+    name: str
     queue: str
     priority: int
+    max_attempts: int
+    payload: str
+    idempotency_key: str
     tenant_id: str | None
-    run_id: UUID | None
-    enqueued_by: str | None
-    enqueuer_tenant: str | None
-    database: str | None
+    concurrency_key: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueOptions:
+    """Per-call options (``handle.using(...)``), validated; ``row()`` applies them to one input."""
+
+    delay: float = 0.0
+    run_at: datetime | None = None
+    queue: str | None = None
+    priority: int | None = None
+    tenant_id: str | None = None
+    run_id: UUID | None = None
+    enqueued_by: str | None = None
+    enqueuer_tenant: str | None = None
+    database: str | None = None
     # Prepended to the job's own key. The scheduler scopes a key to one occurrence with it
     # ("<task>:<occurrence ms>:"), so the same job fired by two ticks is two runs.
     key_prefix: str = ""
 
     @classmethod
-    def build(cls, handle: JobHandle, *, delay: Any, run_at: Any, queue: str | None, priority: int | None,
-              tenant_id: str | None, run_id: Any, enqueued_by: Any, database: str | None) -> EnqueueOptions:
+    def build(cls, *, delay: object = None, run_at: object = None, queue: str | None = None,
+              priority: int | None = None, tenant_id: str | None = None, run_id: object = None,
+              enqueued_by: object = None, database: str | None = None) -> EnqueueOptions:
+        """Validate ``using()``'s arguments; raise ``X_JOB_INPUT_INVALID`` (or ``X_QUEUE_INVALID``,
+        ``X_ID_INVALID``, ``X_CONFIG_INVALID`` for an unimportable ``TENANT_OF``)."""
         if delay is not None and run_at is not None:
             raise JobsError(X_JOB_INPUT_INVALID, "using() takes delay= or run_at=, not both.")
         delay_s = 0.0 if delay is None else to_seconds(delay, subject="delay", positive=False,
@@ -112,59 +131,34 @@ class EnqueueOptions:
                                     f"imported: {exc}.") from None
                 found = resolver(enqueued_by)
                 enqueuer_tenant = None if found is None else str(found)
-        return cls(handle=handle, delay=delay_s, run_at=run_at,
-                   queue=handle.queue if queue is None else check_queue_name(queue),
-                   priority=handle.priority if priority is None else priority, tenant_id=tenant_id,
+        return cls(delay=delay_s, run_at=run_at, queue=None if queue is None else check_queue_name(queue),
+                   priority=priority, tenant_id=tenant_id,
                    run_id=None if run_id is None else parse_uuid(run_id, subject="run_id"),
                    enqueued_by=by, enqueuer_tenant=enqueuer_tenant, database=database)
 
-    def enqueue(self, **values: Any) -> EnqueueResult:
-        """Queue one run; raise a ``JobsError`` before writing anything when the input is refused."""
-        return submit([self.row(values)], database=self.database)[0]
-
-    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
-        """Queue many runs; refuse the whole call (``X_JOB_ENQUEUE_BATCH_TOO_LARGE`` or
-        ``X_JOB_INPUT_INVALID``) before the first write."""
-        batch = list(inputs)
-        if len(batch) > MAX_ENQUEUE_BATCH:
-            raise JobsError(X_JOB_ENQUEUE_BATCH_TOO_LARGE, f"enqueue_many got {len(batch)} inputs, over the "
-                            f"{MAX_ENQUEUE_BATCH:,} limit.")
-        if self.run_id is not None and len(batch) > 1:
-            raise JobsError(X_JOB_INPUT_INVALID, "using(run_id=...) names one run; enqueue_many takes many.")
-        rows = []
-        for index, values in enumerate(batch):
-            if not isinstance(values, Mapping):
-                raise JobsError(X_JOB_INPUT_INVALID, f"enqueue_many input #{index} is not a mapping.")
-            try:
-                rows.append(self.row(values))
-            except JobsError as err:
-                raise JobsError(err.code, f"enqueue_many input #{index}: {err.cause}", err.fix) from None
-        return submit(rows, database=self.database) if rows else []
-
-    def row(self, values: Mapping[str, Any]) -> JobRow:
-        handle = self.handle
-        payload = handle.encode_input(values)
-        key = handle.idempotency_key_for(**values)
+    def row(self, job: JobInput) -> JobRow:
+        """The row for one rendered input under these options; raise ``X_JOB_INPUT_INVALID`` for a
+        prefixed key over ``MAX_KEY_CHARS``, ``X_JOB_TENANT_MISMATCH`` for a tenant that disagrees."""
+        key = job.idempotency_key
         if self.key_prefix:
             key = self.key_prefix + key
             if len(key) > MAX_KEY_CHARS:
-                raise JobsError(X_JOB_INPUT_INVALID, f"{handle.name}: the idempotency key with its prefix "
+                raise JobsError(X_JOB_INPUT_INVALID, f"{job.name}: the idempotency key with its prefix "
                                 f"{self.key_prefix!r} is over {MAX_KEY_CHARS} characters.",
                                 "Key jobs by ids, and keep task names short.")
-        own_tenant = handle.tenant_for(**values)
         claimed = self.tenant_id if self.tenant_id is not None else self.enqueuer_tenant
         if self.tenant_id is not None and self.enqueuer_tenant is not None and self.tenant_id != self.enqueuer_tenant:
-            raise JobsError(X_JOB_TENANT_MISMATCH, f"{handle.name}: tenant_id={self.tenant_id!r} differs from "
+            raise JobsError(X_JOB_TENANT_MISMATCH, f"{job.name}: tenant_id={self.tenant_id!r} differs from "
                             f"the enqueuer's tenant {self.enqueuer_tenant!r}.")
-        if own_tenant is not None and claimed is not None and claimed != own_tenant:
-            raise JobsError(X_JOB_TENANT_MISMATCH, f"{handle.name}: the enqueue names tenant {claimed!r} but the "
-                            f"input belongs to {own_tenant!r}.")
-        tenant = claimed if claimed is not None else own_tenant
-        return JobRow(id=uuid7(), run_id=self.run_id or uuid7(), name=handle.name, queue=self.queue,
-                      priority=self.priority, payload=payload, idempotency_key=key,
-                      tenant_id=tenant, enqueued_by=self.enqueued_by, max_attempts=handle.max_attempts,
-                      delay=self.delay, run_at=self.run_at, concurrency_key=handle.concurrency_key_for(**values),
-                      traceparent=current_traceparent())
+        if job.tenant_id is not None and claimed is not None and claimed != job.tenant_id:
+            raise JobsError(X_JOB_TENANT_MISMATCH, f"{job.name}: the enqueue names tenant {claimed!r} but the "
+                            f"input belongs to {job.tenant_id!r}.")
+        return JobRow(id=uuid7(), run_id=self.run_id or uuid7(), name=job.name,
+                      queue=job.queue if self.queue is None else self.queue,
+                      priority=job.priority if self.priority is None else self.priority, payload=job.payload,
+                      idempotency_key=key, tenant_id=claimed if claimed is not None else job.tenant_id,
+                      enqueued_by=self.enqueued_by, max_attempts=job.max_attempts, delay=self.delay,
+                      run_at=self.run_at, concurrency_key=job.concurrency_key, traceparent=current_traceparent())
 
 
 def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = False) -> list[EnqueueResult]:
@@ -175,8 +169,6 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
     ``X_OUTBOX_NO_TX``. ``direct=True`` inserts even inside a transaction: the relay publishing
     staged rows in its own transaction.
     """
-    from ultimate_jobs.db import store_for
-
     store = store_for(database)
     first: dict[tuple[str, str, str], int] = {}
     unique: list[JobRow] = []
