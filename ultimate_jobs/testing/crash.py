@@ -55,9 +55,12 @@ from ultimate_jobs import clock
 from ultimate_jobs.db import store_for
 from ultimate_jobs.declaration import JobHandle
 from ultimate_jobs.errors import X_JOB_CRASH_DIVERGED, JobsError
+from ultimate_jobs.models import Job, JobStep
 from ultimate_jobs.runtime.steps import observe_boundaries
-from ultimate_jobs.testing import Trace, _frozen, recorded_effects, trace
+from ultimate_jobs.testing.effects import recorded_effects
+from ultimate_jobs.testing.frozen import frozen
 from ultimate_jobs.testing.runner import Runner
+from ultimate_jobs.testing.traces import Trace, trace
 
 MAX_ROUNDS = 1_000
 POINTS = ("before_step_body", "after_step_body_before_checkpoint", "after_checkpoint_commit")
@@ -105,12 +108,12 @@ class CrashReport:
     runs: list[CrashRun] = field(default_factory=list)
 
 
-def crash_proof(handle: JobHandle, input: Mapping[str, Any], *, effects: Callable[[], Any] | None = None,
+def crash_proof(handle: JobHandle[..., Any], input: Mapping[str, Any], *, effects: Callable[[], Any] | None = None,
                 inside_steps: bool = False, database: str | None = None) -> CrashReport:
     """See the module docstring; raise ``X_JOB_CRASH_DIVERGED`` on the first double effect."""
     alias = store_for(database).alias
     points = (*BOUNDARIES, INSIDE) if inside_steps else BOUNDARIES
-    with _frozen():
+    with frozen():
         boundaries: list[tuple[str, str]] = []
 
         def seen(point: str, step: str) -> None:
@@ -132,7 +135,7 @@ def crash_proof(handle: JobHandle, input: Mapping[str, Any], *, effects: Callabl
     return report
 
 
-def _measured(handle: JobHandle, input: Mapping[str, Any], alias: str,
+def _measured(handle: JobHandle[..., Any], input: Mapping[str, Any], alias: str,
               effects: Callable[[], Any] | None) -> tuple[Trace, dict[str, int]]:
     before = _snapshot(alias, effects)
     result = _run_to_end(handle, input, alias)
@@ -140,7 +143,7 @@ def _measured(handle: JobHandle, input: Mapping[str, Any], alias: str,
     return result, {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
 
 
-def _run_to_end(handle: JobHandle, input: Mapping[str, Any], alias: str) -> Trace:
+def _run_to_end(handle: JobHandle[..., Any], input: Mapping[str, Any], alias: str) -> Trace:
     """Run one fresh job of ``input`` to a terminal state, crashing wherever a fault is armed."""
     runner = Runner(alias)
     row = handle.using(database=alias).row(input)
@@ -173,8 +176,6 @@ def _state(runner: Runner, job_id: UUID) -> tuple[str, Any]:
 
 
 def _waits_for_event(alias: str, job_id: UUID) -> bool:
-    from ultimate_jobs.models import Job, JobStep
-
     run_id = Job.objects.using(alias).filter(id=job_id).values_list("run_id", flat=True).get()
     return JobStep.objects.using(alias).filter(run_id=run_id, status="started", event__isnull=False,
                                                wake_at__isnull=True).exists()

@@ -20,10 +20,9 @@ import threading
 import time
 import uuid
 from datetime import timedelta
-from typing import Any
 from uuid import UUID
 
-from django.db.models import F, Value
+from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from ultimate_jobs import clock, jsoncodec
@@ -32,6 +31,9 @@ from ultimate_jobs.context import CancelToken
 from ultimate_jobs.db import ClaimedJob, Settlement, store_for
 from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import X_JOB_NOT_REGISTERED, JobsError
+from ultimate_jobs.models import Job
+from ultimate_jobs.models.jobs import RUNNABLE_STATES
+from ultimate_jobs.outbox import Relay
 from ultimate_jobs.runtime import deadlines, settled
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 
@@ -48,22 +50,16 @@ class Runner:
         self.alias = self.store.alias
         self.worker_id = f"ultimate_jobs.testing:{os.getpid()}"
 
-    def jobs(self) -> Any:
-        from ultimate_jobs.models import Job
-
+    def jobs(self) -> QuerySet[Job]:
         return Job.objects.using(self.alias)
 
     def claim(self, job_id: UUID) -> ClaimedJob | None:
         """Claim one known row if it is runnable now (the claim's columns, fenced on its state)."""
-        from ultimate_jobs.models.jobs import RUNNABLE_STATES
-
         now = clock.now()
         # Due-ness is judged in Python: SQLite stores a whole-second time without its microseconds,
         # so a text comparison in SQL could disagree with the stores' own timestamps.
         current = self.jobs().filter(id=job_id).values("state", "run_at").first()
         if current is None:  # staged in the outbox by an enqueue inside the test's transaction
-            from ultimate_jobs.outbox import Relay
-
             Relay(database=self.alias).drain()
             current = self.jobs().filter(id=job_id).values("state", "run_at").first()
         if current is None or current["state"] not in RUNNABLE_STATES or current["run_at"] > now:
