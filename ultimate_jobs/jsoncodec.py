@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 from uuid import UUID
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -81,6 +81,14 @@ def contains(doc: Any, sub: Any) -> bool:
     if isinstance(doc, bool) or isinstance(sub, bool):
         return isinstance(doc, bool) and isinstance(sub, bool) and doc == sub
     return bool(doc == sub) and (doc is None) == (sub is None)
+
+
+@overload
+def iso(value: datetime) -> str: ...
+
+
+@overload
+def iso(value: None) -> None: ...
 
 
 def iso(value: datetime | None) -> str | None:

@@ -46,7 +46,7 @@ BUTTONS: dict[str, tuple[str, str]] = {
 }
 
 
-def failed_step(job: dict[str, Any]) -> str | None:
+def failed_step(job: ops.JobDetail) -> str | None:
     """The first step of the run that failed (or started and never completed), if any."""
     for step in job["steps"]:
         if step["status"] != "completed":
@@ -59,7 +59,7 @@ def _waiting(run_at: str | None) -> bool:
     return run_at is not None and datetime.fromisoformat(run_at.replace("Z", "+00:00")) > clock.now()
 
 
-def _retry_from_failed_step(job_id: str) -> dict[str, Any]:
+def _retry_from_failed_step(job_id: str) -> ops.JobDetail:
     return ops.retry_job(job_id, from_step=failed_step(ops.get_job(job_id)))
 
 
@@ -263,7 +263,7 @@ class JobAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
-    def buttons(self, request: HttpRequest, job: dict[str, Any]) -> list[dict[str, str]]:
+    def buttons(self, request: HttpRequest, job: ops.JobDetail) -> list[dict[str, str]]:
         """The actions this user may take on this job in its current state."""
         state = job["state"]
         offered = {

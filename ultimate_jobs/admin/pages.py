@@ -36,7 +36,8 @@ def _render(admin: JobAdmin, request: HttpRequest, template: str, title: str, **
 def queues_view(admin: JobAdmin) -> View:
     def view(request: HttpRequest) -> HttpResponse:
         changelist = reverse("admin:ultimate_jobs_job_changelist")
-        rows = [{**q, "cells": [(s, q[s], f"{changelist}?queue={q['queue']}&state__exact={s}") for s in STATE_COLUMNS]}
+        rows = [{**q, "cells": [(s, dict(q)[s], f"{changelist}?queue={q['queue']}&state__exact={s}")
+                                for s in STATE_COLUMNS]}
                 for q in ops.queue_stats()]
         return _render(admin, request, "queues.html", "Queues", queues=rows, states=STATE_COLUMNS)
     return view

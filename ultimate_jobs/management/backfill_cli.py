@@ -8,6 +8,7 @@ error. ``--json`` prints exactly one JSON document.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ultimate_jobs import ops
@@ -127,7 +128,7 @@ class BackfillCLI(JobsCLI):
             while waiting:
                 for name, outcome in list(waiting.items()):
                     job = ops.get_job(outcome["enqueued"]["job_id"])
-                    ledger = job["backfill"] or {}
+                    ledger: Mapping[str, Any] = job["backfill"] or {}
                     bars.update(tasks[name], completed=ledger.get("rows") or 0)
                     if job["state"] in _FINISHED:
                         outcome.update(final_state=job["state"], result=job["result"], error_code=job["error_code"],

@@ -11,7 +11,7 @@ Everything shown has passed the redactor (``ops`` redacts).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import IO, Any
 
@@ -51,7 +51,7 @@ class JobsCLI:
     def _json(self, data: Any) -> None:
         self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
-    def _table(self, rows: list[dict[str, Any]], columns: tuple[str, ...] | list[str], title: str | None = None,
+    def _table(self, rows: Sequence[Mapping[str, Any]], columns: tuple[str, ...] | list[str], title: str | None = None,
                empty: str = "(none)") -> None:
         from rich.table import Table
 
@@ -89,8 +89,8 @@ class JobsCLI:
         job = ops.get_job(id)
 
         def human() -> None:
-            fields = [{"field": k, "value": job[k]} for k in job if k not in ("steps", "last_error", "payload",
-                                                                            "result")]
+            fields = [{"field": k, "value": v} for k, v in job.items() if k not in ("steps", "last_error", "payload",
+                                                                                 "result")]
             fields += [{"field": "payload", "value": job["payload"]}, {"field": "result", "value": job["result"]}]
             self._table(fields, ("field", "value"), title=f"job {job['id']}")
             self._table(job["steps"], ("name", "status", "executions", "output", "error", "completed_at"),
@@ -100,7 +100,7 @@ class JobsCLI:
                 self.console.print(job["last_error"], markup=False)
         return self._answer(job, human)
 
-    def _one_or_many(self, one: Callable[..., dict[str, Any]], many: Callable[..., dict[str, int]],
+    def _one_or_many(self, one: Callable[..., Mapping[str, Any]], many: Callable[..., Mapping[str, Any]],
                      id: str | None, filters: dict[str, Any], repeat: bool, **extra: Any) -> int:
         filters = {k: v for k, v in filters.items() if v is not None}
         if id is not None:

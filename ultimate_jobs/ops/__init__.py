@@ -32,6 +32,9 @@ Raises ``X_JOB_NOT_FOUND`` for an unknown id, ``X_ID_INVALID`` for a malformed o
 (``X_JOB_NOT_REQUEUEABLE``, ``X_JOB_DUPLICATE``, ``X_JOB_NOT_CANCELLABLE``,
 ``X_JOB_NOT_PROMOTABLE``, ``X_JOB_NOT_REMOVABLE``).
 
+Every answer is typed: the ``TypedDict``s of ``ops.types`` (``JobDetail``, ``JobPage``,
+``QueueStats``, ``DoctorReport``, ...) are re-exported here for annotations.
+
 Logged events: see ``actions`` (``jobs.ops.*``) and ``queues`` (``jobs.queue.*``).
 
 Durable runs add ``resolve_step(id, name, ran=True|False, output=None)``: a step whose outcome
@@ -65,8 +68,32 @@ from ultimate_jobs.ops.queues import (
 )
 from ultimate_jobs.ops.steps import resolve_step
 from ultimate_jobs.ops.tasks import next_task_run, pause_task, paused_tasks, resume_task, task_fires
+from ultimate_jobs.ops.types import (
+    BackfillRunInfo,
+    BulkResult,
+    CounterBucket,
+    Counters,
+    CounterTotal,
+    DoctorCheck,
+    DoctorReport,
+    JobDetail,
+    JobPage,
+    JobStepInfo,
+    JobSummary,
+    PausedQueue,
+    QueuePaused,
+    QueueResumed,
+    QueueStats,
+    RemovedJob,
+    ScheduledTask,
+    TaskFire,
+    WorkerInfo,
+)
 
 __all__ = [
+    "BackfillRunInfo", "BulkResult", "CounterBucket", "CounterTotal", "Counters", "DoctorCheck", "DoctorReport",
+    "JobDetail", "JobPage", "JobStepInfo", "JobSummary", "PausedQueue", "QueuePaused", "QueueResumed", "QueueStats",
+    "RemovedJob", "ScheduledTask", "TaskFire", "WorkerInfo",
     "MAX_BULK", "MAX_PAGE", "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "enqueue_backfill",
     "gate_backfill", "get_job", "list_jobs", "next_task_run", "pause_queue", "pause_task", "paused_queues",
     "paused_tasks", "pending_backfills", "promote_job", "promote_many", "queue_stats", "remove_job", "remove_many",

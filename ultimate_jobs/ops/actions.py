@@ -21,7 +21,7 @@ Logged events: ``jobs.ops.retried``, ``jobs.ops.cancelled``, ``jobs.ops.promoted
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -46,6 +46,7 @@ from ultimate_jobs.models import JobStep, OutboxEntry
 from ultimate_jobs.models.jobs import LIVE_STATES, STATES, TERMINAL_STATES
 from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias, filter_jobs, jobs, write_now
+from ultimate_jobs.ops.types import BulkResult, JobDetail, RemovedJob
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -68,7 +69,7 @@ def _requeue_values() -> dict[str, Any]:
             "result": None, "stop_reason": None, "finished_at": None, "updated_at": now}
 
 
-def retry_job(job_id: str | UUID, from_step: str | None = None) -> dict[str, Any]:
+def retry_job(job_id: str | UUID, from_step: str | None = None) -> JobDetail:
     """Requeue a finished job with a fresh attempt budget; answer it as ``get_job`` does.
 
     The run id is kept, so completed durable steps replay from storage; ``from_step`` drops that
@@ -106,13 +107,13 @@ def retry_job(job_id: str | UUID, from_step: str | None = None) -> dict[str, Any
     return get_job(key)
 
 
-def _live_holder(row: dict[str, Any]) -> str:
+def _live_holder(row: Mapping[str, Any]) -> str:
     found = (jobs().filter(state__in=LIVE_STATES, name=row["name"], idempotency_key=row["idempotency_key"])
              .values_list("id", flat=True).first())
     return str(found) if found else "?"
 
 
-def cancel_job(job_id: str | UUID, reason: str | None = None) -> dict[str, Any]:
+def cancel_job(job_id: str | UUID, reason: str | None = None) -> JobDetail:
     """Cancel a live job; answer it as ``get_job`` does.
 
     A ready, delayed or suspended job never runs again; a running one is cancelled at its
@@ -142,7 +143,7 @@ def _promotable() -> Q:
     return Q(state="delayed") | Q(state="ready", run_at__gt=write_now())
 
 
-def promote_job(job_id: str | UUID) -> dict[str, Any]:
+def promote_job(job_id: str | UUID) -> JobDetail:
     """Make a job waiting on its ``run_at`` runnable now; answer it as ``get_job`` does.
 
     Raise ``X_JOB_NOT_FOUND``, or ``X_JOB_NOT_PROMOTABLE`` when the job is not waiting (it is
@@ -163,7 +164,7 @@ def promote_job(job_id: str | UUID) -> dict[str, Any]:
     return get_job(key)
 
 
-def remove_job(job_id: str | UUID) -> dict[str, Any]:
+def remove_job(job_id: str | UUID) -> RemovedJob:
     """Delete a job that is not running, with its step records; answer ``{"id", "removed": True}``.
 
     Raise ``X_JOB_NOT_FOUND``, or ``X_JOB_NOT_REMOVABLE`` for a running job (deleting it would
@@ -180,7 +181,7 @@ def remove_job(job_id: str | UUID) -> dict[str, Any]:
                             "its key start while this one continues.", _RUNNING_FIX)
         _drop_steps([row["run_id"]])
     log.info("jobs.ops.removed job_id=%s name=%s queue=%s was=%s", key, row["name"], row["queue"], row["state"])
-    return {"id": str(key), "removed": True}
+    return RemovedJob(id=str(key), removed=True)
 
 
 def _drop_steps(run_ids: Iterable[UUID]) -> None:
@@ -210,7 +211,7 @@ def _filtered(*, state: str | None, queue: str | None, name: str | None, tenant_
 
 
 def requeue_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
-                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> dict[str, int]:
+                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> BulkResult:
     """Retry up to 1,000 finished jobs matching the filters; answer ``{"affected", "remaining"}``.
 
     A job whose key a live job holds is skipped and not counted in ``remaining`` (so calling until
@@ -248,11 +249,11 @@ def requeue_many(*, state: str | None = None, queue: str | None = None, name: st
     remaining = movable.count()
     log.info("jobs.ops.retried bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s", state, queue,
              name, tenant_id, affected, remaining)
-    return {"affected": affected, "remaining": remaining}
+    return BulkResult(affected=affected, remaining=remaining)
 
 
 def promote_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
-                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> dict[str, int]:
+                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> BulkResult:
     """Make up to 1,000 waiting jobs (delayed, or ready and backing off) runnable now;
     answer ``{"affected", "remaining"}``. Raise ``X_JOB_NOT_PROMOTABLE`` for another ``state``."""
     if state is not None and state not in ("delayed", "ready"):
@@ -269,11 +270,11 @@ def promote_many(*, state: str | None = None, queue: str | None = None, name: st
     remaining = waiting.count()
     log.info("jobs.ops.promoted bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s", state, queue,
              name, tenant_id, affected, remaining)
-    return {"affected": affected, "remaining": remaining}
+    return BulkResult(affected=affected, remaining=remaining)
 
 
 def remove_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
-                tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> dict[str, int]:
+                tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> BulkResult:
     """Delete up to 1,000 jobs matching the filters, never a running one; answer
     ``{"affected", "remaining"}``. Raise ``X_JOB_NOT_REMOVABLE`` for ``state="running"``."""
     if state == "running":
@@ -288,4 +289,4 @@ def remove_many(*, state: str | None = None, queue: str | None = None, name: str
     remaining = removable.count()
     log.info("jobs.ops.removed bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s", state, queue,
              name, tenant_id, affected, remaining)
-    return {"affected": affected, "remaining": remaining}
+    return BulkResult(affected=affected, remaining=remaining)

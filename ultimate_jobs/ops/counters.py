@@ -20,9 +20,8 @@ Usage::
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 
 from ultimate_jobs import clock
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
@@ -30,16 +29,17 @@ from ultimate_jobs.jsoncodec import iso
 from ultimate_jobs.models import JobCounter
 from ultimate_jobs.models.operations import ALL_TIME, COUNTER_TIERS
 from ultimate_jobs.ops.rows import alias
+from ultimate_jobs.ops.types import CounterBucket, Counters, CounterTotal
 from ultimate_jobs.runtime.housekeeping import floor_bucket
 
 MINUTE = COUNTER_TIERS[0][0]
 
 
-def _rows() -> Any:
+def _rows() -> QuerySet[JobCounter]:
     return JobCounter.objects.using(alias())
 
 
-def counters(name: str | None = None, since: datetime | None = None, *, queue: str | None = None) -> dict[str, Any]:
+def counters(name: str | None = None, since: datetime | None = None, *, queue: str | None = None) -> Counters:
     """Outcome counts of job ``name`` (every job when None) since ``since`` (default: 24 h ago).
 
     The finest tier that still covers ``since`` answers: 1-minute buckets back to 24 h, 5-minute
@@ -65,19 +65,18 @@ def counters(name: str | None = None, since: datetime | None = None, *, queue: s
     for row in query.values("bucket", "outcome").order_by().annotate(n=Sum("count")):
         key = (floor_bucket(row["bucket"], width), row["outcome"])
         summed[key] = summed.get(key, 0) + int(row["n"])
-    buckets = [{"at": iso(at), "outcome": outcome, "count": n} for (at, outcome), n in sorted(summed.items())]
+    buckets = [CounterBucket(at=iso(at), outcome=outcome, count=n) for (at, outcome), n in sorted(summed.items())]
     totals: dict[str, int] = {}
     for bucket in buckets:
         totals[bucket["outcome"]] = totals.get(bucket["outcome"], 0) + bucket["count"]
-    return {"name": name, "queue": queue, "since": iso(start), "width": width, "buckets": buckets,
-            "totals": totals}
+    return Counters(name=name, queue=queue, since=iso(start), width=width, buckets=buckets, totals=totals)
 
 
-def counter_totals() -> list[dict[str, Any]]:
+def counter_totals() -> list[CounterTotal]:
     """All-time counts per queue and outcome, by queue then outcome: ``[{"queue", "outcome",
     "count"}]`` — monotonic, what ``jobs_total`` and ``job_leases_lost_total`` export."""
     grouped = (_rows().filter(width=ALL_TIME).values("queue", "outcome").order_by("queue", "outcome")
                .annotate(n=Sum("count")))
-    return [{"queue": row["queue"], "outcome": row["outcome"], "count": int(row["n"])} for row in grouped]
+    return [CounterTotal(queue=row["queue"], outcome=row["outcome"], count=int(row["n"])) for row in grouped]
 
 

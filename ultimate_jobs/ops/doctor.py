@@ -19,7 +19,7 @@ passing. ``ok`` is true when every check that ran passed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,19 +32,20 @@ from ultimate_jobs.models import JobLease, OutboxEntry, WorkerHeartbeat
 from ultimate_jobs.models.jobs import LIVE_STATES
 from ultimate_jobs.ops.rows import alias, jobs, write_now
 from ultimate_jobs.ops.tasks import next_task_run, task_fires
+from ultimate_jobs.ops.types import DoctorCheck, DoctorReport
 
 MAX_IDS = 100
 OUTBOX_MAX_AGE = 300.0
 SCHEDULER_LAG = 120.0
 
 
-def _result(name: str, ids: list[Any], detail: str) -> dict[str, Any]:
-    return {"name": name, "ok": not ids, "skipped": False, "detail": detail if ids else "ok",
-            "ids": [str(i) for i in ids[:MAX_IDS]]}
+def _result(name: str, ids: list[Any], detail: str) -> DoctorCheck:
+    return DoctorCheck(name=name, ok=not ids, skipped=False, detail=detail if ids else "ok",
+                       ids=[str(i) for i in ids[:MAX_IDS]])
 
 
-def _skipped(name: str, why: str) -> dict[str, Any]:
-    return {"name": name, "ok": True, "skipped": True, "detail": f"skipped: {why}", "ids": []}
+def _skipped(name: str, why: str) -> DoctorCheck:
+    return DoctorCheck(name=name, ok=True, skipped=True, detail=f"skipped: {why}", ids=[])
 
 
 def _live_workers() -> list[str]:
@@ -52,7 +53,7 @@ def _live_workers() -> list[str]:
                 .values_list("id", flat=True))
 
 
-def stuck_running() -> dict[str, Any]:
+def stuck_running() -> DoctorCheck:
     rows = jobs().filter(state="running", visible_at__lt=write_now())
     live = _live_workers()
     ids = list(rows.exclude(claimed_by__in=live).order_by("visible_at").values_list("id", flat=True)[:MAX_IDS])
@@ -60,13 +61,13 @@ def stuck_running() -> dict[str, Any]:
                    "worker's rescue hands them back (start one), or cancel them.")
 
 
-def lease_columns() -> dict[str, Any]:
+def lease_columns() -> DoctorCheck:
     ids = list(jobs().filter(Q(claim__isnull=True) | Q(claimed_by__isnull=True) | Q(visible_at__isnull=True),
                              state="running").values_list("id", flat=True)[:MAX_IDS])
     return _result("lease-columns", ids, f"{len(ids)} running job(s) lack a claim token, owner or lease expiry.")
 
 
-def live_key_unique() -> dict[str, Any]:
+def live_key_unique() -> DoctorCheck:
     dupes = (jobs().filter(state__in=LIVE_STATES).annotate(tenant=Coalesce("tenant_id", Value("")))
              .values("name", "tenant", "idempotency_key").order_by().annotate(n=Count("id")).filter(n__gt=1))
     ids: list[Any] = []
@@ -77,20 +78,20 @@ def live_key_unique() -> dict[str, Any]:
     return _result("live-key-unique", ids, "a live idempotency key is held by more than one job.")
 
 
-def attempts_in_bounds() -> dict[str, Any]:
+def attempts_in_bounds() -> DoctorCheck:
     ids = list(jobs().filter(Q(attempt__lt=0) | Q(max_attempts__lt=1) | Q(attempt__gt=F("max_attempts") + 2))
                .values_list("id", flat=True)[:MAX_IDS])
     return _result("attempts-in-bounds", ids, f"{len(ids)} job(s) have an attempt count outside 0..max_attempts.")
 
 
-def concurrency_slots() -> dict[str, Any]:
+def concurrency_slots() -> DoctorCheck:
     held = JobLease.objects.using(alias()).filter(expires_at__gt=write_now()).values_list("job_id", flat=True)
     running = {str(i) for i in jobs().filter(state="running").values_list("id", flat=True)}
     ids = [job_id for job_id in held if str(job_id) not in running]
     return _result("concurrency-slots", ids, f"{len(ids)} unexpired slot(s) held for jobs that are not running.")
 
 
-def scheduler_watermarks() -> dict[str, Any]:
+def scheduler_watermarks() -> DoctorCheck:
     now = clock.now()
     behind = []
     rows, checked = 0, 0
@@ -98,15 +99,15 @@ def scheduler_watermarks() -> dict[str, Any]:
         rows += 1
         # "occurrence" is not a key task_fires() answers (it says "last_occurrence"), so every row is
         # passed over and the check reports skipped: a known bug, kept until its own fix.
-        row: dict[str, Any] = dict(fire)
-        task = row["name"]
+        row: Mapping[str, Any] = fire
+        task = fire["name"]
         occurrence = row.get("occurrence") or row.get("occurrence_at")
         if isinstance(occurrence, str):
             occurrence = datetime.fromisoformat(occurrence.replace("Z", "+00:00"))
         if occurrence is None:
             continue
         checked += 1
-        if row["paused"]:
+        if fire["paused"]:
             continue
         if next_task_run(task, occurrence) < now - timedelta(seconds=SCHEDULER_LAG):
             behind.append(task)
@@ -116,7 +117,7 @@ def scheduler_watermarks() -> dict[str, Any]:
                    f"{SCHEDULER_LAG:.0f}s ago: is a scheduler running and holding the leader lease?")
 
 
-def outbox_backlog() -> dict[str, Any]:
+def outbox_backlog() -> DoctorCheck:
     limit = clock.now() - timedelta(seconds=OUTBOX_MAX_AGE)
     ids = list(OutboxEntry.objects.using(alias()).filter(published_at__isnull=True, staged_at__lt=limit)
                .order_by("staged_at").values_list("pk", flat=True)[:MAX_IDS])
@@ -124,14 +125,14 @@ def outbox_backlog() -> dict[str, Any]:
                    f"{OUTBOX_MAX_AGE:.0f}s: is a relay (jobs_relay, or jobs_worker's relay role) running?")
 
 
-CHECKS: tuple[Callable[[], dict[str, Any]], ...] = (
+CHECKS: tuple[Callable[[], DoctorCheck], ...] = (
     stuck_running, lease_columns, live_key_unique, attempts_in_bounds, concurrency_slots, scheduler_watermarks,
     outbox_backlog,
 )
 
 
-def doctor() -> dict[str, Any]:
+def doctor() -> DoctorReport:
     """Run every check; answer ``{"ok", "checked_at", "checks": [...]}`` (``ok`` false when any
     check that ran found offending rows, whose ids it lists)."""
     checks = [check() for check in CHECKS]
-    return {"ok": all(c["ok"] for c in checks), "checked_at": iso(clock.now()), "checks": checks}
+    return DoctorReport(ok=all(c["ok"] for c in checks), checked_at=iso(clock.now()), checks=checks)

@@ -7,14 +7,17 @@ row deduplicated into) and ``list_jobs`` (newest first, ``after``/``before`` cur
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
+
+from django.db.models import QuerySet
 
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.jsoncodec import iso as _iso
-from ultimate_jobs.models import BackfillRun, JobStep, OutboxEntry
+from ultimate_jobs.models import BackfillRun, Job, JobStep, OutboxEntry
 from ultimate_jobs.ops.queues import ledger_row
 from ultimate_jobs.ops.rows import LIST_FIELDS as _LIST_FIELDS
 from ultimate_jobs.ops.rows import ROW_FIELDS as _ROW_FIELDS
@@ -22,6 +25,7 @@ from ultimate_jobs.ops.rows import alias as _alias
 from ultimate_jobs.ops.rows import filter_jobs, id_prefix_range
 from ultimate_jobs.ops.rows import jobs as _jobs
 from ultimate_jobs.ops.rows import shape as _shape
+from ultimate_jobs.ops.types import BackfillRunInfo, JobDetail, JobPage, JobStepInfo, JobSummary
 from ultimate_jobs.redact import redact, redact_text
 
 MAX_PAGE = 200
@@ -31,7 +35,7 @@ _STAGED_FIELDS = (
 )
 
 
-def get_job(job_id: str | UUID) -> dict[str, Any]:
+def get_job(job_id: str | UUID) -> JobDetail:
     """One job with its step trace; raise ``X_JOB_NOT_FOUND`` when no such job exists.
 
     An id staged in the outbox and not yet published answers ``state="staged"``; one published
@@ -55,24 +59,26 @@ def get_job(job_id: str | UUID) -> dict[str, Any]:
     steps = (JobStep.objects.using(_alias()).filter(run_id=row["run_id"])
              .order_by("seq", "id").values("name", "status", "executions", "output", "error", "started_at",
                                            "completed_at"))
-    job["steps"] = [{**s, "output": redact(s["output"], sensitive=sensitive), "error": redact_text(s["error"]),
-                     "started_at": _iso(s["started_at"]), "completed_at": _iso(s["completed_at"])} for s in steps]
+    job["steps"] = [JobStepInfo(name=s["name"], status=s["status"], executions=s["executions"],
+                                output=redact(s["output"], sensitive=sensitive), error=redact_text(s["error"]),
+                                started_at=_iso(s["started_at"]), completed_at=_iso(s["completed_at"]))
+                    for s in steps]
     job["executions"] = row["attempt"]
     job["backfill"] = _ledger_row(row["run_id"])
-    return job
+    return cast(JobDetail, job)
 
 
-def _ledger_row(run_id: UUID) -> dict[str, Any] | None:
+def _ledger_row(run_id: UUID) -> BackfillRunInfo | None:
     """This run's backfill ledger row, or None (any other job, or a pass that was skipped)."""
     row = BackfillRun.objects.using(_alias()).filter(run_id=run_id).values().first()
     return None if row is None else ledger_row(row)
 
 
-def _outbox() -> Any:
+def _outbox() -> QuerySet[OutboxEntry]:
     return OutboxEntry.objects.using(_alias())
 
 
-def _staged(entry: dict[str, Any]) -> dict[str, Any]:
+def _staged(entry: Mapping[str, Any]) -> JobDetail:
     """A staged, unpublished outbox row in the shape of a job that has not started."""
     row = {key: entry[key] for key in _STAGED_FIELDS if key not in ("payload", "staged_at", "published_at",
                                                                       "job_id")}
@@ -82,13 +88,13 @@ def _staged(entry: dict[str, Any]) -> dict[str, Any]:
                updated_at=entry["staged_at"])
     job = _shape(row)
     job.update(staged_id=None, steps=[], executions=0, backfill=None)
-    return job
+    return cast(JobDetail, job)
 
 
 def list_jobs(*, queue: str | None = None, name: str | None = None, state: str | None = None,
               tenant_id: str | None = None, id_prefix: str | None = None, created_from: datetime | None = None,
               created_to: datetime | None = None, limit: int = 50, after: str | None = None,
-              before: str | None = None) -> dict[str, Any]:
+              before: str | None = None) -> JobPage:
     """A keyset page of jobs, newest first: ``{"jobs": [...], "next": cursor, "previous": cursor}``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise JobsError(X_JOB_INPUT_INVALID, f"limit={limit!r} must be 1 to {MAX_PAGE}.",
@@ -116,15 +122,12 @@ def list_jobs(*, queue: str | None = None, name: str | None = None, state: str |
         rows = list(query.order_by("-id").values(*_LIST_FIELDS)[: limit + 1])
         more_older, more_newer = len(rows) > limit, False
         rows = rows[:limit]
-    jobs = [_shape(r) for r in rows]
-    return {
-        "jobs": jobs,
-        "next": jobs[-1]["id"] if jobs and more_older else None,
-        "previous": jobs[0]["id"] if jobs and more_newer else None,
-    }
+    jobs = [cast(JobSummary, _shape(r)) for r in rows]
+    return JobPage(jobs=jobs, next=jobs[-1]["id"] if jobs and more_older else None,
+                   previous=jobs[0]["id"] if jobs and more_newer else None)
 
 
-def _id_prefix(query: Any, prefix: str) -> Any:
+def _id_prefix(query: QuerySet[Job], prefix: str) -> QuerySet[Job]:
     """Jobs whose id starts with ``prefix`` (hex, dashes optional), as a range on the primary key."""
     low, high = id_prefix_range(prefix)
     return query.filter(id__gte=low, id__lte=high)

@@ -94,5 +94,5 @@ def render() -> tuple[bytes, str]:
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(JobsCollector())  # type: ignore[arg-type]
+    registry.register(JobsCollector())
     return generate_latest(registry), CONTENT_TYPE

@@ -12,7 +12,9 @@ Logged events: ``jobs.queue.paused``, ``jobs.queue.resumed``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, cast
 
 from django.db.models import Count, Min, Q
 
@@ -20,12 +22,21 @@ from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import registered_jobs
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
-from ultimate_jobs.jsoncodec import plain
+from ultimate_jobs.jsoncodec import iso, plain
 from ultimate_jobs.models import BackfillRun, QueuePause, WorkerHeartbeat
 from ultimate_jobs.models.backfills import STATUSES
 from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.ops.rows import alias, jobs, write_now
 from ultimate_jobs.ops.tasks import next_task_run, task_fires
+from ultimate_jobs.ops.types import (
+    BackfillRunInfo,
+    PausedQueue,
+    QueuePaused,
+    QueueResumed,
+    QueueStats,
+    ScheduledTask,
+    WorkerInfo,
+)
 from ultimate_jobs.redact import redact_text
 
 log = logging.getLogger("ultimate_jobs")
@@ -33,7 +44,7 @@ log = logging.getLogger("ultimate_jobs")
 BUCKETS = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled")
 
 
-def pause_queue(queue: str, *, by: str | None = None) -> dict[str, Any]:
+def pause_queue(queue: str, *, by: str | None = None) -> QueuePaused:
     """Stop every worker claiming from ``queue`` (within one poll); enqueues still land.
 
     Pausing a paused queue keeps the first pause. Answer ``{"queue", "paused", "paused_at",
@@ -45,10 +56,10 @@ def pause_queue(queue: str, *, by: str | None = None) -> dict[str, Any]:
         ignore_conflicts=True)
     log.info("jobs.queue.paused queue=%s by=%s", queue, by)
     row = QueuePause.objects.using(alias()).filter(queue=queue).values("queue", "paused_at", "paused_by").get()
-    return {**{k: plain(v) for k, v in row.items()}, "paused": True}
+    return QueuePaused(queue=row["queue"], paused_at=iso(row["paused_at"]), paused_by=row["paused_by"], paused=True)
 
 
-def resume_queue(queue: str) -> dict[str, Any]:
+def resume_queue(queue: str) -> QueueResumed:
     """Let workers claim from ``queue`` again; answer ``{"queue", "paused": False, "was_paused"}``."""
     check_queue_name(queue)
     deleted, _ = QueuePause.objects.using(alias()).filter(queue=queue).delete()
@@ -56,13 +67,14 @@ def resume_queue(queue: str) -> dict[str, Any]:
     return {"queue": queue, "paused": False, "was_paused": bool(deleted)}
 
 
-def paused_queues() -> list[dict[str, Any]]:
+def paused_queues() -> list[PausedQueue]:
     """Every paused queue, by name: ``[{"queue", "paused_at", "paused_by"}]``."""
     rows = QueuePause.objects.using(alias()).order_by("queue").values("queue", "paused_at", "paused_by")
-    return [{k: plain(v) for k, v in row.items()} for row in rows]
+    return [PausedQueue(queue=row["queue"], paused_at=iso(row["paused_at"]), paused_by=row["paused_by"])
+            for row in rows]
 
 
-def queue_stats() -> list[dict[str, Any]]:
+def queue_stats() -> list[QueueStats]:
     """Per queue, sorted by name: a count per bucket and the oldest ready job's age.
 
     Buckets: ``ready`` (runnable now: state ready, or delayed whose ``run_at`` has passed),
@@ -79,7 +91,7 @@ def queue_stats() -> list[dict[str, Any]]:
     paused = {row["queue"] for row in paused_queues()}
     names = set(get_settings().QUEUES) | {h.queue for h in registered_jobs()} | paused
     stats: dict[str, dict[str, Any]] = {q: _empty(q) for q in names}
-    oldest: dict[str, Any] = {}
+    oldest: dict[str, datetime] = {}
     for row in grouped:
         entry = stats.setdefault(row["queue"], _empty(row["queue"]))
         state = row["state"]
@@ -97,7 +109,7 @@ def queue_stats() -> list[dict[str, Any]]:
         if queue in oldest:
             entry["oldest_ready_at"] = plain(oldest[queue])
             entry["oldest_ready_age"] = max(0.0, round((reading - oldest[queue]).total_seconds(), 3))
-    return [stats[q] for q in sorted(stats)]
+    return [cast(QueueStats, stats[q]) for q in sorted(stats)]
 
 
 def _empty(queue: str) -> dict[str, Any]:
@@ -105,18 +117,18 @@ def _empty(queue: str) -> dict[str, Any]:
             "oldest_ready_age": None, "paused": False}
 
 
-def workers() -> list[dict[str, Any]]:
+def workers() -> list[WorkerInfo]:
     """Live workers (a row expires one visibility timeout after its last heartbeat), by id:
     ``[{"id", "host", "pid", "queues", "slots", "in_flight", "in_flight_count", "started_at",
     "last_heartbeat_at", "expires_at"}]``."""
     rows = (WorkerHeartbeat.objects.using(alias()).filter(expires_at__gt=write_now()).order_by("id")
             .values("id", "host", "pid", "queues", "slots", "in_flight", "started_at", "last_heartbeat_at",
                     "expires_at"))
-    return [{**{k: plain(v) for k, v in row.items()}, "in_flight_count": len(row["in_flight"] or [])}
+    return [cast(WorkerInfo, {**{k: plain(v) for k, v in row.items()}, "in_flight_count": len(row["in_flight"] or [])})
             for row in rows]
 
 
-def scheduled_tasks() -> list[dict[str, Any]]:
+def scheduled_tasks() -> list[ScheduledTask]:
     """Each scheduled task with its next run, last fire and paused flag, by name. Read through
     ``task_fires`` and ``next_task_run``, so a page and the scheduler cannot disagree."""
     now = clock.now()
@@ -124,15 +136,15 @@ def scheduled_tasks() -> list[dict[str, Any]]:
     for fire in task_fires():
         # "fired_at" and "occurrence" are not keys task_fires() answers (it says "last_fired_at" and
         # "last_occurrence"), so both read None: a known bug, kept until its own fix.
-        row: dict[str, Any] = dict(fire)
-        rows.append({"task": row["name"], "next_run": plain(next_task_run(row["name"], now)),
-                     "last_fire": plain(row.get("fired_at")),
-                     "last_occurrence": plain(row.get("occurrence") or row.get("occurrence_at")),
-                     "paused": bool(row["paused"])})
+        row: Mapping[str, Any] = fire
+        rows.append(ScheduledTask(task=fire["name"], next_run=iso(next_task_run(fire["name"], now)),
+                                  last_fire=plain(row.get("fired_at")),
+                                  last_occurrence=plain(row.get("occurrence") or row.get("occurrence_at")),
+                                  paused=fire["paused"]))
     return rows
 
 
-def backfill_runs(limit: int = 100, *, name: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+def backfill_runs(limit: int = 100, *, name: str | None = None, status: str | None = None) -> list[BackfillRunInfo]:
     """The backfill ledger (``BackfillRun``), newest pass first, every column JSON-ready; narrowed
     to one backfill ``name`` and/or a ``status`` (running, completed, failed)."""
     if status is not None and status not in STATUSES:
@@ -145,6 +157,6 @@ def backfill_runs(limit: int = 100, *, name: str | None = None, status: str | No
     return [ledger_row(row) for row in rows.values()[: max(1, min(int(limit), 1000))]]
 
 
-def ledger_row(values: dict[str, Any]) -> dict[str, Any]:
+def ledger_row(values: Mapping[str, Any]) -> BackfillRunInfo:
     """A ``BackfillRun`` row as ``ops`` answers it: JSON-ready, its error through the redactor."""
-    return {k: redact_text(v) if k == "last_error" else plain(v) for k, v in values.items()}
+    return cast(BackfillRunInfo, {k: redact_text(v) if k == "last_error" else plain(v) for k, v in values.items()})

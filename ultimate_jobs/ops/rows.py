@@ -8,10 +8,13 @@ every operator write uses (the database's clock on PostgreSQL unless a test froz
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.db import connections
+from django.db.models import QuerySet
 from django.db.models.functions import Now
 
 from ultimate_jobs import clock
@@ -37,12 +40,12 @@ def alias() -> str:
     return get_settings().DATABASE
 
 
-def jobs() -> Any:
+def jobs() -> QuerySet[Job]:
     """The ``Job`` queryset on the jobs database."""
     return Job.objects.using(alias())
 
 
-def write_now() -> Any:
+def write_now() -> datetime | Now:
     """The ``now`` an operator write stores: the frozen test time, else the database's clock on
     PostgreSQL (so a web host with a skewed clock cannot push a retried job into the future), and
     the process clock on SQLite (as the SQLite store does)."""
@@ -54,7 +57,7 @@ def write_now() -> Any:
     return clock.now()
 
 
-def filter_jobs(query: Any, **equal: str | None) -> Any:
+def filter_jobs(query: QuerySet[Job], **equal: str | None) -> QuerySet[Job]:
     """``query`` narrowed by the operator filters that are set (``state``, ``queue``, ``name``,
     ``tenant_id``); an unknown state is ``X_JOB_INPUT_INVALID``. Shared by listing and bulk writes."""
     state = equal.get("state")
@@ -63,7 +66,7 @@ def filter_jobs(query: Any, **equal: str | None) -> Any:
     return query.filter(**{field: value for field, value in equal.items() if value is not None})
 
 
-def shape(row: dict[str, Any]) -> dict[str, Any]:
+def shape(row: Mapping[str, Any]) -> dict[str, Any]:
     """A job row as ops answers it: plain values, redacted payload, result and error."""
     handle = get_job_handle(row["name"])
     sensitive = bool(handle and handle.sensitive)

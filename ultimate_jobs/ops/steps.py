@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
@@ -19,9 +20,10 @@ from ultimate_jobs.models import JobStep
 from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias as _alias
 from ultimate_jobs.ops.rows import jobs as _jobs
+from ultimate_jobs.ops.types import JobDetail
 
 
-def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None) -> dict[str, Any]:
+def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None) -> JobDetail:
     """Settle a step whose outcome is unknown (a ``once=True`` step found started or failed).
 
     ``ran=True`` records it completed with ``output`` (JSON): a replay returns that output without
@@ -50,7 +52,7 @@ def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None
     return get_job(row["id"])
 
 
-def _job_row(job_id: str | UUID) -> dict[str, Any]:
+def _job_row(job_id: str | UUID) -> Mapping[str, Any]:
     key = parse_uuid(job_id, subject="job id")
     row = _jobs().filter(id=key).values("id", "run_id", "name", "state", "max_attempts").first()
     if row is None:

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import cast
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_TASK_NOT_FOUND, JobsError
 from ultimate_jobs.models import SchedulerState
+from ultimate_jobs.ops.types import TaskFire
 from ultimate_jobs.schedule import watermarks
 from ultimate_jobs.schedule.declarations import TaskHandle, get_task, registered_tasks
 
@@ -50,7 +51,7 @@ def _handle(task: TaskHandle | str) -> TaskHandle:
     return handle
 
 
-def pause_task(task: TaskHandle | str) -> dict[str, Any]:
+def pause_task(task: TaskHandle | str) -> TaskFire:
     """Pause a task: nothing fires for it until ``resume_task``. Answer its ``task_fires`` row."""
     handle = _handle(task)
     watermarks.set_paused(get_settings().DATABASE, handle.name, paused=True, now=clock.now())
@@ -58,7 +59,7 @@ def pause_task(task: TaskHandle | str) -> dict[str, Any]:
     return task_fires(handle)[0]
 
 
-def resume_task(task: TaskHandle | str) -> dict[str, Any]:
+def resume_task(task: TaskHandle | str) -> TaskFire:
     """Resume a paused task; occurrences missed meanwhile are handled by its ``catch_up`` policy."""
     handle = _handle(task)
     watermarks.set_paused(get_settings().DATABASE, handle.name, paused=False, now=clock.now())
@@ -72,7 +73,7 @@ def paused_tasks() -> list[str]:
     return sorted(rows.values_list("name", flat=True))
 
 
-def task_fires(task: TaskHandle | str | None = None) -> list[dict[str, Any]]:
+def task_fires(task: TaskHandle | str | None = None) -> list[TaskFire]:
     """Per task: its declaration, ``paused``, ``watermark``, ``last_occurrence``, ``last_fired_at``,
     ``fires`` (occurrences fired so far), ``next_run_at`` (None while paused) and ``missed_since``
     (the first occurrence past the watermark that is already due, None when the scheduler is current)."""
@@ -85,7 +86,7 @@ def task_fires(task: TaskHandle | str | None = None) -> list[dict[str, Any]]:
         paused = bool(row.get("paused", False))
         watermark = row.get("watermark")
         first_after = handle.schedule.next_after(watermark) if watermark is not None else None
-        answer.append({
+        answer.append(cast(TaskFire, {
             **handle.describe(),
             "paused": paused,
             "armed": watermark is not None,
@@ -95,7 +96,7 @@ def task_fires(task: TaskHandle | str | None = None) -> list[dict[str, Any]]:
             "fires": int(row.get("fires", 0)),
             "next_run_at": None if paused else _iso(handle.schedule.next_after(now)),
             "missed_since": _iso(first_after) if first_after is not None and first_after <= now else None,
-        })
+        }))
     return answer
 
 
