@@ -41,7 +41,9 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         # The module ran when it was imported under its own name; importlib has just stamped the
         # alias's spec on it, so give it back its own.
-        module.__spec__ = self.own_specs.pop(module.__spec__.name)
+        spec = module.__spec__
+        assert spec is not None  # importlib set it on the module just before calling this
+        module.__spec__ = self.own_specs.pop(spec.name)
 
 
 def install() -> None:
