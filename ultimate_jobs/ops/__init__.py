@@ -92,11 +92,10 @@ from ultimate_jobs.ops.types import (
 
 __all__ = [
     "BackfillRunInfo", "BulkResult", "CounterBucket", "CounterTotal", "Counters", "DoctorCheck", "DoctorReport",
-    "JobDetail", "JobPage", "JobStepInfo", "JobSummary", "PausedQueue", "QueuePaused", "QueueResumed", "QueueStats",
-    "RemovedJob", "ScheduledTask", "TaskFire", "WorkerInfo",
-    "MAX_BULK", "MAX_PAGE", "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "enqueue_backfill",
-    "gate_backfill", "get_job", "list_jobs", "next_task_run", "pause_queue", "pause_task", "paused_queues",
-    "paused_tasks", "pending_backfills", "promote_job", "promote_many", "queue_stats", "remove_job", "remove_many",
-    "requeue_many", "resolve_step", "resume_queue", "resume_task", "retry_job", "scheduled_tasks",
-    "task_fires", "workers",
+    "JobDetail", "JobPage", "JobStepInfo", "JobSummary", "MAX_BULK", "MAX_PAGE", "PausedQueue", "QueuePaused",
+    "QueueResumed", "QueueStats", "RemovedJob", "ScheduledTask", "TaskFire", "WorkerInfo", "backfill_runs",
+    "cancel_job", "counter_totals", "counters", "doctor", "enqueue_backfill", "gate_backfill", "get_job", "list_jobs",
+    "next_task_run", "pause_queue", "pause_task", "paused_queues", "paused_tasks", "pending_backfills", "promote_job",
+    "promote_many", "queue_stats", "remove_job", "remove_many", "requeue_many", "resolve_step", "resume_queue",
+    "resume_task", "retry_job", "scheduled_tasks", "task_fires", "workers",
 ]
