@@ -18,8 +18,6 @@ from django.conf import settings
 from django.db import connection, models
 from django.utils.text import slugify
 
-from ultimate_jobs import NO_TENANT, JobsError, backfill, pending_backfills
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -30,6 +28,8 @@ settings.configure(
 )
 django.setup()
 
+# After setup, as in a project's jobs.py: a backfill's ledger is a model.
+from ultimate_jobs import NO_TENANT, JobsError, backfill, pending_backfills  # noqa: E402
 
 
 class Post(models.Model):
