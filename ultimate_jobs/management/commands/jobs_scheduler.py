@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
+from ultimate_jobs.management import raw_stream
 from ultimate_jobs.schedule.scheduler import Scheduler
 
 
@@ -38,7 +39,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         logger = logging.getLogger("ultimate_jobs")
         if options["verbosity"] >= 1 and not logger.handlers:
-            handler = logging.StreamHandler(self.stderr._out)
+            handler = logging.StreamHandler(raw_stream(self.stderr))
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             logger.addHandler(handler)
             logger.setLevel(logging.INFO if options["verbosity"] >= 2 else logging.WARNING)
