@@ -17,6 +17,8 @@ Subclasses exist only where a caller needs ``except``: ``JobCancelled``, ``Termi
 
 from __future__ import annotations
 
+from typing import Any
+
 CODES: dict[str, str] = {}
 
 
@@ -196,7 +198,7 @@ class JobsError(Exception):
         self.fix = fix or CODES[self.code]
         super().__init__(f"[{self.code}] {self.cause} Fix: {self.fix}")
 
-    def __reduce__(self):  # keeps the three parts when an error crosses a process boundary
+    def __reduce__(self) -> tuple[Any, ...]:  # keeps the three parts when an error crosses a process boundary
         return (type(self), (self.code, self.cause, self.fix))
 
 
@@ -224,5 +226,5 @@ class RetryAfter(JobsError):
         self.retry_after = float(seconds)
         super().__init__(code or X_RETRY_AFTER, cause or f"retry requested after {self.retry_after:g}s")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.retry_after, self.cause), {"code": self.code})
