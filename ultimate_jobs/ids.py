@@ -7,6 +7,8 @@ import threading
 import time
 import uuid
 
+from ultimate_jobs.errors import X_ID_INVALID, JobsError
+
 # Python reseeds this generator in a forked child, so forked workers never share a sequence.
 _random = random.Random()
 _lock = threading.Lock()
@@ -34,8 +36,6 @@ def uuid7() -> uuid.UUID:
 
 def parse_uuid(value: object, *, subject: str = "id") -> uuid.UUID:
     """Accept a ``UUID`` or its lowercase canonical string; refuse anything else with ``X_ID_INVALID``."""
-    from ultimate_jobs.errors import X_ID_INVALID, JobsError
-
     if isinstance(value, uuid.UUID):
         return value
     if isinstance(value, str):
