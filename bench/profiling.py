@@ -138,20 +138,9 @@ def explain() -> None:
     from bench import measure
     from bench.jobs import noop
     from ultimate_jobs.db import postgres
-    from ultimate_jobs.enqueue import EnqueueOptions
 
     measure.enqueue_many(10_000)
-    opts = EnqueueOptions.build(
-        noop,
-        delay=None,
-        run_at=None,
-        queue=None,
-        priority=None,
-        tenant_id=None,
-        run_id=None,
-        enqueued_by=None,
-        database=None,
-    )
+    opts = noop.using()
     for rows in (1, 1000):
         batch = [opts.row({"i": -1, "seq": 10**12 + k}) for k in range(rows)]
         params = {**postgres._columns(batch), "now": None, "notify": ["default"]}
