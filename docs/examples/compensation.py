@@ -10,8 +10,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, Retry, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -20,6 +18,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, Retry, Worker, job  # noqa: E402
 
 LOG = []
 

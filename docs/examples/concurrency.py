@@ -11,8 +11,6 @@ import time
 import django
 from django.conf import settings
 
-from ultimate_jobs import Concurrency, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -22,6 +20,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import Concurrency, Worker, job  # noqa: E402
 
 
 @job(name="ledger.post", idempotency_key="post:{entry_id}", tenant="{account}",

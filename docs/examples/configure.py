@@ -11,8 +11,6 @@ import textwrap
 import django
 from django.conf import settings
 
-from ultimate_jobs import JobsError
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -28,6 +26,8 @@ settings.configure(
     },
 )
 django.setup()
+
+from ultimate_jobs import JobsError  # noqa: E402
 
 
 def main() -> None:

@@ -10,8 +10,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import CancelToken, JobCancelled, JobContext, Retry, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -21,6 +19,7 @@ settings.configure(
 )
 django.setup()
 
+from ultimate_jobs import CancelToken, JobCancelled, JobContext, Retry, Worker, job  # noqa: E402
 
 SEEN = []
 

@@ -11,8 +11,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, Concurrency, JobsError, Retry, job, registered_jobs
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -21,6 +19,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, Concurrency, JobsError, Retry, job, registered_jobs  # noqa: E402
 
 
 @job(

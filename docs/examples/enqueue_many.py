@@ -10,8 +10,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import MAX_ENQUEUE_BATCH, NO_TENANT, EnqueueResult, JobsError, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -20,6 +18,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import MAX_ENQUEUE_BATCH, NO_TENANT, EnqueueResult, JobsError, Worker, job  # noqa: E402
 
 
 @job(name="catalog.reindex", idempotency_key="reindex:{sku}", tenant=NO_TENANT)

@@ -11,8 +11,6 @@ import textwrap
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, JobsError, Retry, RetryAfter, Terminal, Worker, job, register_error_retry
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -21,6 +19,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, JobsError, Retry, RetryAfter, Terminal, Worker, job, register_error_retry  # noqa: E402
 
 
 class CardDeclined(Exception):

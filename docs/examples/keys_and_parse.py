@@ -12,8 +12,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, Concurrency, JobsError, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -22,6 +20,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, Concurrency, JobsError, job  # noqa: E402
 
 
 @job(name="payouts.send", idempotency_key=lambda account_id, day, **_: f"payout:{account_id}:{day}",

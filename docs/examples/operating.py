@@ -12,8 +12,6 @@ import textwrap
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, JobsError, Retry, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -22,6 +20,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, JobsError, Retry, Worker, job  # noqa: E402
 
 
 @job(name="mail.digest", idempotency_key="digest:{user_id}", tenant=NO_TENANT, queue="mail",

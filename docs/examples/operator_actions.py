@@ -10,8 +10,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, JobsError, Retry, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -20,6 +18,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, JobsError, Retry, Worker, job  # noqa: E402
 
 FIXED = set()  # orders whose bug has been "fixed" by the operator
 

@@ -9,8 +9,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -19,6 +17,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, Worker, job  # noqa: E402
 
 
 @job(name="shop.send_receipt", idempotency_key="receipt:{order_id}", tenant=NO_TENANT)

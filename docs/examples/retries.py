@@ -9,8 +9,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, Retry, Worker, job, retry_schedule
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -19,6 +17,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, Retry, Worker, job, retry_schedule  # noqa: E402
 
 
 # delay=0 so this example's retries are runnable at once; real jobs keep a backoff.

@@ -15,8 +15,6 @@ from datetime import UTC, datetime
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, JobsError, Scheduler, clock, job, registered_tasks, task
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -25,6 +23,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, JobsError, Scheduler, clock, job, registered_tasks, task  # noqa: E402
 
 
 @job(name="mail.digest", idempotency_key="digest:{kind}", tenant=NO_TENANT)

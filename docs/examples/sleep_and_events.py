@@ -11,8 +11,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, Suspension, job, publish_event
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -21,6 +19,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, Suspension, job, publish_event  # noqa: E402
 
 
 @job(name="accounts.trial", idempotency_key="trial:{org}", tenant="{org}", retry=1)

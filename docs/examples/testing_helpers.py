@@ -11,9 +11,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import JobsError, Retry, job
-from ultimate_jobs.testing import record_effect
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -22,6 +19,9 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import JobsError, Retry, job  # noqa: E402
+from ultimate_jobs.testing import record_effect  # noqa: E402
 
 NUDGE_FAILURES = {"left": 1}
 

@@ -12,8 +12,6 @@ import django
 from django.conf import settings
 from django.utils import timezone
 
-from ultimate_jobs import JobsError, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -22,6 +20,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import JobsError, Worker, job  # noqa: E402
 
 
 @job(name="crm.sync_contact", idempotency_key="contact:{contact_id}", tenant="{org}")

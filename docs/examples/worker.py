@@ -10,8 +10,6 @@ import tempfile
 import django
 from django.conf import settings
 
-from ultimate_jobs import NO_TENANT, JobsError, Worker, job
-
 TMP = tempfile.TemporaryDirectory()
 atexit.register(TMP.cleanup)
 settings.configure(
@@ -20,6 +18,8 @@ settings.configure(
     USE_TZ=True,
 )
 django.setup()
+
+from ultimate_jobs import NO_TENANT, JobsError, Worker, job  # noqa: E402
 
 
 @job(name="img.thumbnail", idempotency_key="thumb:{image_id}", tenant=NO_TENANT, queue="images")
