@@ -18,6 +18,7 @@ from uuid import UUID
 
 from psycopg.rows import kwargs_row
 
+from ultimate_jobs.db.states import LIVE, RUNNABLE, TERMINAL
 from ultimate_jobs.db.store import (
     ALREADY_COMPLETED,
     FENCED_OUT,
@@ -64,7 +65,7 @@ ins AS (
            t.now, t.now
       FROM t, """ + _JOB_ROWS_ARRAYS + """
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
-       WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
+       WHERE state IN """ + LIVE + """ DO NOTHING
     RETURNING j.id, j.queue),
 woken AS (SELECT pg_notify('ultimate_jobs', q.queue) FROM (SELECT DISTINCT queue FROM ins) AS q
            WHERE q.queue = ANY(%(notify)b::text[]))
@@ -87,7 +88,7 @@ ins AS (
            %(traceparent)s, t.now, t.now
       FROM t
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
-       WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
+       WHERE state IN """ + LIVE + """ DO NOTHING
     RETURNING j.id, j.queue),
 woken AS (SELECT pg_notify('ultimate_jobs', ins.queue) FROM ins WHERE %(notify)s)
 SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
@@ -99,7 +100,7 @@ SELECT j.id, j.run_id, j.name, coalesce(j.tenant_id, ''), j.idempotency_key
   FROM ultimate_jobs_job AS j
   JOIN unnest(%(name)b::text[], %(tenant)b::text[], %(key)b::text[]) AS k(name, tenant, key)
     ON j.name = k.name AND coalesce(j.tenant_id, '') = k.tenant AND j.idempotency_key = k.key
- WHERE j.state IN ('ready', 'delayed', 'running', 'suspended')
+ WHERE j.state IN """ + LIVE + """
 """
 
 JOB_CLAIM: LiteralString = """
@@ -109,7 +110,7 @@ JOB_CLAIM: LiteralString = """
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 picked AS (
     SELECT c.id FROM ultimate_jobs_job AS c, t
-     WHERE c.queue = %(queue)s AND c.state IN ('ready', 'delayed', 'suspended') AND c.run_at <= t.now
+     WHERE c.queue = %(queue)s AND c.state IN """ + RUNNABLE + """ AND c.run_at <= t.now
        AND c.name = ANY(%(names)b::text[])
        AND (c.tenant_id IS NULL OR NOT c.tenant_id = ANY(%(blocked)b::text[]))
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause AS p WHERE p.queue = %(queue)s)
@@ -163,7 +164,7 @@ settled AS (
            run_at = CASE WHEN v.state IN ('retry', 'ready', 'suspended')
                          THEN t.now + v.delay * interval '1 second' ELSE j.run_at END,
            visible_at = NULL,
-           finished_at = CASE WHEN v.state IN ('done', 'failed', 'dead', 'cancelled') THEN t.now END,
+           finished_at = CASE WHEN v.state IN """ + TERMINAL + """ THEN t.now END,
            updated_at = t.now
       FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[], %(state)b::text[], %(result)b::text[],
                      %(last_error)b::text[], %(error_code)b::text[], %(stop_reason)b::text[], %(delay)b::float8[],

@@ -15,6 +15,7 @@ from typing import Any, LiteralString
 from uuid import UUID
 
 from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.db.states import LIVE, RUNNABLE
 from ultimate_jobs.db.store import (
     ALREADY_COMPLETED,
     FENCED_OUT,
@@ -30,6 +31,7 @@ from ultimate_jobs.db.store import (
     StepRow,
     StepWrite,
 )
+from ultimate_jobs.models.jobs import TERMINAL_STATES
 
 JOB_INSERT_ROW: LiteralString = (
     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, %s)"
@@ -43,7 +45,7 @@ INSERT INTO ultimate_jobs_job (
     attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
 VALUES {rows}
 ON CONFLICT (name, COALESCE(tenant_id, ''), idempotency_key)
-   WHERE state IN ('ready', 'delayed', 'running', 'suspended') DO NOTHING
+   WHERE state IN """ + LIVE + """ DO NOTHING
 RETURNING id
 """
 
@@ -51,7 +53,7 @@ JOB_LIVE_BY_KEY: LiteralString = """
 -- The live row holding one dedupe key: the same columns and states as the live-key index.
 SELECT id, run_id FROM ultimate_jobs_job
  WHERE name = %s AND COALESCE(tenant_id, '') = %s AND idempotency_key = %s
-   AND state IN ('ready', 'delayed', 'running', 'suspended')
+   AND state IN """ + LIVE + """
 """
 
 JOB_CLAIM: LiteralString = """
@@ -62,7 +64,7 @@ UPDATE ultimate_jobs_job
        visible_at = %s, started_at = coalesce(started_at, %s), updated_at = %s
  WHERE id IN (
     SELECT id FROM ultimate_jobs_job
-     WHERE queue = %s AND state IN ('ready', 'delayed', 'suspended') AND run_at <= %s
+     WHERE queue = %s AND state IN """ + RUNNABLE + """ AND run_at <= %s
        AND name IN ({names}){blocked}
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause WHERE queue = %s)
      ORDER BY priority, run_at, id
@@ -361,7 +363,6 @@ UPDATE ultimate_jobs_job SET state = 'ready', attempt = attempt - 1, visible_at 
 RETURNING id
 """
 
-_TERMINAL = ("done", "failed", "dead", "cancelled")
 
 
 def _bucket(when: datetime, width: int) -> str | None:
@@ -491,7 +492,7 @@ class SqliteStore:
                     state = "delayed" if s.delay > 0 else "ready"
                 run_at = ts(when + timedelta(seconds=s.delay)) if s.state in ("retry", "ready", "suspended") else None
                 cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, s.last_error, s.error_code,
-                                            s.stop_reason, run_at, stamp if state in _TERMINAL else None, stamp,
+                                            s.stop_reason, run_at, stamp if state in TERMINAL_STATES else None, stamp,
                                             s.id.hex, s.claim.hex])
                 row = cursor.fetchone()
                 if row is not None:

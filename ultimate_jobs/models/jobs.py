@@ -2,7 +2,7 @@
 
 The dedupe namespace is one partial unique index, ``(name, coalesce(tenant_id, ''),
 idempotency_key)`` over the live states; the enqueue's ``ON CONFLICT`` target and its live-row
-lookup are spelled from the same columns and the same ``LIVE_STATES`` (see ``db/postgres.py``).
+lookup are spelled from the same columns and the same ``LIVE_STATES`` (see ``db/states.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,22 @@
+"""Internal: the job states as SQL, spelled once from the models' constants.
+
+The live-key index (``models/jobs.py``), the enqueue's ``ON CONFLICT`` target, the live-row
+lookup and the claim must name the same states, or the dedupe and the claim drift apart from
+the index they rely on; every statement interpolates these lists at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import LiteralString
+
+from ultimate_jobs.models.jobs import LIVE_STATES, RUNNABLE_STATES, TERMINAL_STATES
+
+
+def _sql_list(states: Iterable[LiteralString]) -> LiteralString:
+    return "(" + ", ".join(f"'{state}'" for state in states) + ")"
+
+
+LIVE: LiteralString = _sql_list(LIVE_STATES)  # ('ready', 'delayed', 'running', 'suspended')
+RUNNABLE: LiteralString = _sql_list(RUNNABLE_STATES)  # what a claim may take
+TERMINAL: LiteralString = _sql_list(TERMINAL_STATES)  # what a settle stamps finished_at on
