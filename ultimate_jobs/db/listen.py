@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from ultimate_jobs.db.store import JOBS_CHANNEL
+
 log = logging.getLogger("ultimate_jobs")
 
 
@@ -24,7 +26,7 @@ class Listener:
     inserted, for workers) or ``ultimate_jobs_outbox`` (rows staged, for relays)."""
 
     def __init__(self, alias: str, queues: Iterable[str], on_wake: Callable[[str], None],
-                 channel: str = "ultimate_jobs") -> None:
+                 channel: str = JOBS_CHANNEL) -> None:
         self.alias = alias
         self.queues = set(queues)
         self.on_wake = on_wake

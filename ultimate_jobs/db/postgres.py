@@ -11,17 +11,20 @@ quoting of thousands of elements.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, LiteralString
 from uuid import UUID
 
 from psycopg.rows import kwargs_row
 
+from ultimate_jobs.db.listen import Listener
 from ultimate_jobs.db.states import LIVE, RUNNABLE, TERMINAL
 from ultimate_jobs.db.store import (
     ALREADY_COMPLETED,
     FENCED_OUT,
+    JOBS_CHANNEL,
+    OUTBOX_CHANNEL,
     WRITTEN,
     ClaimedJob,
     Inserted,
@@ -34,9 +37,6 @@ from ultimate_jobs.db.store import (
     StepRow,
     StepWrite,
 )
-
-CHANNEL = "ultimate_jobs"
-OUTBOX_CHANNEL = "ultimate_jobs_outbox"  # relays listen here; workers never wake for a staged row
 
 # The rows of a batch as one array per column (sent in binary), unpacked into v: shared by the
 # insert and the outbox's staging, so both read a batch the same way.
@@ -67,7 +67,7 @@ ins AS (
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
        WHERE state IN """ + LIVE + """ DO NOTHING
     RETURNING j.id, j.queue),
-woken AS (SELECT pg_notify('ultimate_jobs', q.queue) FROM (SELECT DISTINCT queue FROM ins) AS q
+woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', q.queue) FROM (SELECT DISTINCT queue FROM ins) AS q
            WHERE q.queue = ANY(%(notify)b::text[]))
 SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
 """
@@ -90,7 +90,7 @@ ins AS (
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
        WHERE state IN """ + LIVE + """ DO NOTHING
     RETURNING j.id, j.queue),
-woken AS (SELECT pg_notify('ultimate_jobs', ins.queue) FROM ins WHERE %(notify)s)
+woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', ins.queue) FROM ins WHERE %(notify)s)
 SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
 """
 
@@ -254,7 +254,7 @@ ON CONFLICT (name, queue, outcome, width, bucket, shard) DO UPDATE SET count = c
 
 QUEUE_WAKE: LiteralString = """
 -- Wake idle workers of these queues at commit (an operator retried or promoted jobs there).
-SELECT count(pg_notify('ultimate_jobs', q.queue)) FROM unnest(%(queues)b::text[]) AS q(queue)
+SELECT count(pg_notify('""" + JOBS_CHANNEL + """', q.queue)) FROM unnest(%(queues)b::text[]) AS q(queue)
 """
 
 LEASE_ACQUIRE: LiteralString = """
@@ -370,7 +370,7 @@ staged AS (
            v.tenant_id, v.enqueued_by, v.max_attempts,
            coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent
       FROM t, """ + _JOB_ROWS_ARRAYS + """)
-SELECT count(pg_notify('ultimate_jobs_outbox', q.queue)) FROM unnest(%(notify)b::text[]) AS q(queue)
+SELECT count(pg_notify('""" + OUTBOX_CHANNEL + """', q.queue)) FROM unnest(%(notify)b::text[]) AS q(queue)
 """
 
 OUTBOX_STAGE_ONE: LiteralString = """
@@ -386,7 +386,7 @@ staged AS (
            coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second'), %(concurrency_key)s,
            %(traceparent)s
       FROM t)
-SELECT count(pg_notify('ultimate_jobs_outbox', %(queue)s)) FROM t WHERE %(notify)s
+SELECT count(pg_notify('""" + OUTBOX_CHANNEL + """', %(queue)s)) FROM t WHERE %(notify)s
 """
 
 OUTBOX_CLAIM: LiteralString = """
@@ -506,8 +506,6 @@ UPDATE ultimate_jobs_job AS j
 RETURNING j.id
 """
 
-LISTEN: LiteralString = "LISTEN ultimate_jobs"
-
 # -- durable runs ---------------------------------------------------------------------------------
 # Event windows (a wait's start, an event's publish time) are stamped with clock_timestamp(), not
 # now(): now() is the *transaction's* start, and a publish inside a long request transaction would
@@ -601,7 +599,7 @@ woken AS (
        AND ev.payload @> coalesce(s.event_match, '{}'::jsonb)
        AND j.run_id = s.run_id AND j.state = 'suspended' AND j.run_at > t.now
     RETURNING j.queue),
-notified AS (SELECT pg_notify('ultimate_jobs', q.queue) FROM (SELECT DISTINCT queue FROM woken) AS q)
+notified AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', q.queue) FROM (SELECT DISTINCT queue FROM woken) AS q)
 SELECT (SELECT count(*) FROM woken)::int, (SELECT count(*) FROM notified)::int
 """
 
@@ -636,7 +634,7 @@ woken AS (
                     WHERE s.run_id = j.run_id AND s.status = 'started' AND s.event IS NOT NULL
                       AND e.payload @> coalesce(s.event_match, '{}'::jsonb))
     RETURNING j.queue)
-SELECT count(*)::int, (SELECT count(*) FROM (SELECT pg_notify('ultimate_jobs', queue) FROM woken) AS n)::int
+SELECT count(*)::int, (SELECT count(*) FROM (SELECT pg_notify('""" + JOBS_CHANNEL + """', queue) FROM woken) AS n)::int
   FROM woken
 """
 
@@ -872,10 +870,14 @@ class PostgresStore:
         return purged
 
     def queue_wake(self, *, queues: Sequence[str]) -> None:
-        """Notify idle workers of ``queues`` when the current transaction commits."""
         if queues:
             with self._cursor() as cursor:
                 cursor.execute(QUEUE_WAKE, {"queues": sorted(set(queues))})
+
+    def listen(self, *, channel: str, on_wake: Callable[[str], None], queues: Iterable[str] = ()) -> Listener:
+        listener = Listener(self.alias, queues, on_wake, channel=channel)
+        listener.start()
+        return listener
 
     def counter_fold(self, *, before: datetime) -> int:
         """Fold 1-minute counter buckets older than ``before`` into the coarser tiers; answer rows written."""

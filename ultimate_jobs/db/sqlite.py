@@ -9,7 +9,7 @@ timestamps as naive UTC text, JSON as text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 from uuid import UUID
@@ -628,6 +628,9 @@ class SqliteStore:
 
     def queue_wake(self, *, queues: Sequence[str]) -> None:
         """SQLite workers poll: nothing to send."""
+
+    def listen(self, *, channel: str, on_wake: Callable[[str], None], queues: Iterable[str] = ()) -> None:
+        """SQLite has no LISTEN: workers and relays poll."""
 
     def counter_fold(self, *, before: datetime) -> int:
         """Fold 1-minute counter buckets older than ``before`` into the coarser tiers; answer rows written."""

@@ -7,11 +7,19 @@ The core (enqueue, worker, ops) speaks to a store, never to SQL: ``PostgresStore
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Literal, LiteralString, NamedTuple, Protocol
 from uuid import UUID
+
+if TYPE_CHECKING:
+    from ultimate_jobs.db.listen import Listener
+
+# The NOTIFY channels: an enqueue (or a woken wait, an operator's retry) wakes workers; a staged
+# outbox row wakes relays only.
+JOBS_CHANNEL: LiteralString = "ultimate_jobs"
+OUTBOX_CHANNEL: LiteralString = "ultimate_jobs_outbox"
 
 
 class ClaimedJob(NamedTuple):
@@ -272,6 +280,14 @@ class Store(Protocol):
     def queue_wake(self, *, queues: Sequence[str]) -> None:
         """Wake idle workers of ``queues`` when the current transaction commits (an operator retried
         or promoted jobs there). SQLite: nothing to send, workers poll."""
+
+    def listen(self, *, channel: str, on_wake: Callable[[str], None], queues: Iterable[str] = ()) -> Listener | None:
+        """Start listening on ``channel`` (``JOBS_CHANNEL`` for workers, ``OUTBOX_CHANNEL`` for relays)
+        and answer the running ``Listener``; the caller ``stop()``s it. ``on_wake(queue)`` runs on the
+        listener's thread for each notification of one of ``queues`` (all when empty), and with ""
+        after each (re-)connect so a poll covers what was sent while nobody listened. The session is
+        its own connection, never one of Django's. SQLite answers None: nothing to listen to, poll.
+        """
 
     # -- fleet concurrency slots (``concurrency=`` keys) ---------------------------------------------
 
