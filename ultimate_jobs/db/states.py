@@ -1,4 +1,4 @@
-"""Internal: the job states as SQL, spelled once from the models' constants.
+"""Internal: the job states as SQL, rendered once from ``ultimate_jobs/states.py``.
 
 The live-key index (``models/jobs.py``), the enqueue's ``ON CONFLICT`` target, the live-row
 lookup and the claim must name the same states, or the dedupe and the claim drift apart from
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import LiteralString
 
-from ultimate_jobs.models.jobs import LIVE_STATES, RUNNABLE_STATES, TERMINAL_STATES
+from ultimate_jobs.states import LIVE_STATES, RUNNABLE_STATES, TERMINAL_STATES
 
 
 def _sql_list(states: Iterable[LiteralString]) -> LiteralString:

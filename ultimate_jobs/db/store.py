@@ -1,8 +1,9 @@
 """Internal: what every store answers, and how the core finds the store for an alias.
 
 The core (enqueue, worker, ops) speaks to a store, never to SQL: ``PostgresStore``
-(``db/postgres.py``) and ``SqliteStore`` (``db/sqlite.py``) implement the same methods, named
-``<entity>_<verb>`` with keyword-only arguments, and one conformance suite runs on both.
+(``db/postgres/``) and ``SqliteStore`` (``db/sqlite/``) implement the same methods, named
+``<entity>_<verb>`` with keyword-only arguments, and one conformance suite
+(``tests/store_contract/``) calls each of them on both.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class JobRow:
 
 
 class Store(Protocol):
-    """What every store answers: PostgreSQL (``db/postgres.py``) and SQLite (``db/sqlite.py``).
+    """What every store answers: PostgreSQL (``db/postgres/``) and SQLite (``db/sqlite/``).
 
     Conventions, true of every method unless its docstring says otherwise:
 

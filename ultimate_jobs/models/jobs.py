@@ -2,7 +2,8 @@
 
 The dedupe namespace is one partial unique index, ``(name, coalesce(tenant_id, ''),
 idempotency_key)`` over the live states; the enqueue's ``ON CONFLICT`` target and its live-row
-lookup are spelled from the same columns and the same ``LIVE_STATES`` (see ``db/states.py``).
+lookup are spelled from the same columns and the same ``LIVE_STATES`` (``ultimate_jobs/states.py``,
+rendered into the SQL by ``db/states.py``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
 from ultimate_jobs.ids import uuid7
+from ultimate_jobs.states import LIVE_STATES, RUNNABLE_STATES, STATES, TERMINAL_STATES
 
-LIVE_STATES = ("ready", "delayed", "running", "suspended")
-RUNNABLE_STATES = ("ready", "delayed", "suspended")
-TERMINAL_STATES = ("done", "failed", "dead", "cancelled")
-STATES = LIVE_STATES + TERMINAL_STATES
+__all__ = ["LIVE_STATES", "RUNNABLE_STATES", "STATES", "STOP_REASONS", "TERMINAL_STATES", "Job", "JobQuerySet",
+           "JobStep", "QueuePause"]
+
 STOP_REASONS = ("terminal", "attempts-exhausted", "lease-lapsed", "cancelled", "key-busy")
 
 

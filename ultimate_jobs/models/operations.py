@@ -7,7 +7,7 @@ shown by ``ops.workers()`` and is deleted later by any live worker).
 ``JobCounter`` counts how attempts ended, per job name, queue and outcome, in time buckets of
 ``width`` seconds: 60 (kept 24 h), 300 (kept 7 d), 3600 (kept 30 d), and one all-time row per key
 (``width = 0``, bucket at the epoch) that the metrics' monotonic ``jobs_total`` reads. The worker's
-settling statement adds to the minute bucket and the all-time row (``db/postgres.py``
+settling statement adds to the minute bucket and the all-time row (``db/postgres/jobs.py``
 ``JOB_SETTLE_MANY``); minute buckets past 24 h are folded into the 5-minute and hourly tiers
 (``COUNTER_FOLD``), so each count lives in exactly one bucket of a tier-or-minute pair and a reader
 sums both. ``shard`` spreads one hot key over several rows so concurrent workers do not queue on

@@ -1,0 +1,371 @@
+"""Internal: the job table's statements on PostgreSQL: insert (the dedupe), claim, settle, heartbeat,
+rescue, the lost claim's hand-back, purge, and the operator's wake-up."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, LiteralString
+from uuid import UUID
+
+from psycopg.rows import kwargs_row
+
+from ultimate_jobs.db.postgres.connection import PostgresConnection
+from ultimate_jobs.db.postgres.counters import _COUNT_SETTLED
+from ultimate_jobs.db.states import LIVE, RUNNABLE, TERMINAL
+from ultimate_jobs.db.store import (
+    JOBS_CHANNEL,
+    ClaimedJob,
+    Inserted,
+    JobRow,
+    Purged,
+    Rescued,
+    SettledAndClaimed,
+    Settlement,
+)
+
+# The rows of a batch as one array per column (sent in binary), unpacked into v: shared by the
+# insert and the outbox's staging, so both read a batch the same way.
+_JOB_ROWS_ARRAYS: LiteralString = """unnest(%(id)b::uuid[], %(run_id)b::uuid[], %(name)b::text[], %(queue)b::text[],
+                     %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
+                     %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
+                     %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
+                     %(traceparent)b::text[])
+           AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
+                max_attempts, delay, run_at, concurrency_key, traceparent)"""
+
+JOB_INSERT_MANY: LiteralString = """
+-- Insert validated rows; a row whose live key is held already is skipped: that is the dedupe.
+-- The conflict target repeats the live-key index exactly (expressions and predicate), and the
+-- notify CTE wakes idle workers once per named queue, at commit (NOTIFY is transactional).
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+ins AS (
+    INSERT INTO ultimate_jobs_job AS j (
+        id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
+        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+    SELECT v.id, v.run_id, v.name, v.queue, v.priority,
+           CASE WHEN coalesce(v.run_at, t.now + v.delay * interval '1 second') > t.now
+                THEN 'delayed' ELSE 'ready' END,
+           v.payload::jsonb, v.idempotency_key, v.tenant_id, v.enqueued_by, 0, v.max_attempts,
+           coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent,
+           t.now, t.now
+      FROM t, """ + _JOB_ROWS_ARRAYS + """
+    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+       WHERE state IN """ + LIVE + """ DO NOTHING
+    RETURNING j.id, j.queue),
+woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', q.queue) FROM (SELECT DISTINCT queue FROM ins) AS q
+           WHERE q.queue = ANY(%(notify)b::text[]))
+SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
+"""
+
+JOB_INSERT_ONE: LiteralString = """
+-- The one-row form of JOB_INSERT_MANY (a single enqueue): the same conflict target, no arrays
+-- to build and unpack on the hot path.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+ins AS (
+    INSERT INTO ultimate_jobs_job AS j (
+        id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
+        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+    SELECT %(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s,
+           CASE WHEN coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second') > t.now
+                THEN 'delayed' ELSE 'ready' END,
+           %(payload)s::jsonb, %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s,
+           coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second'), %(concurrency_key)s,
+           %(traceparent)s, t.now, t.now
+      FROM t
+    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+       WHERE state IN """ + LIVE + """ DO NOTHING
+    RETURNING j.id, j.queue),
+woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', ins.queue) FROM ins WHERE %(notify)s)
+SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
+"""
+
+JOB_LIVE_BY_KEY: LiteralString = """
+-- The live row holding each dedupe key: the same columns and states as the live-key index.
+SELECT j.id, j.run_id, j.name, coalesce(j.tenant_id, ''), j.idempotency_key
+  FROM ultimate_jobs_job AS j
+  JOIN unnest(%(name)b::text[], %(tenant)b::text[], %(key)b::text[]) AS k(name, tenant, key)
+    ON j.name = k.name AND coalesce(j.tenant_id, '') = k.tenant AND j.idempotency_key = k.key
+ WHERE j.state IN """ + LIVE + """
+"""
+
+JOB_CLAIM: LiteralString = """
+-- Claim up to %(limit)s runnable jobs of one queue whose code this worker has.
+-- The CTE is an optimisation fence so LIMIT bounds the UPDATE; SKIP LOCKED lets workers pass
+-- each other; a paused queue yields nothing. Each claim gets a new fencing token.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+picked AS (
+    SELECT c.id FROM ultimate_jobs_job AS c, t
+     WHERE c.queue = %(queue)s AND c.state IN """ + RUNNABLE + """ AND c.run_at <= t.now
+       AND c.name = ANY(%(names)b::text[])
+       AND (c.tenant_id IS NULL OR NOT c.tenant_id = ANY(%(blocked)b::text[]))
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause AS p WHERE p.queue = %(queue)s)
+     ORDER BY c.priority, c.run_at, c.id
+     LIMIT %(limit)s
+       FOR UPDATE OF c SKIP LOCKED)
+UPDATE ultimate_jobs_job AS j
+   SET state = 'running', attempt = j.attempt + 1, claimed_by = %(worker_id)s, claim = gen_random_uuid(),
+       visible_at = t.now + %(visibility)s * interval '1 second',
+       started_at = coalesce(j.started_at, t.now), updated_at = t.now
+  FROM picked, t
+ WHERE j.id = picked.id
+RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_attempts, j.claim,
+          j.tenant_id, j.enqueued_by, j.priority, j.concurrency_key, j.traceparent
+"""
+
+JOB_SETTLE_MANY: LiteralString = """
+-- Settle finished attempts in one statement. Fenced: a row matches only while it is still
+-- running under the claim token this worker was handed, so a cancelled or re-claimed job is
+-- never overwritten. Rows that match nothing are answered by their absence. The outcome
+-- counters move in the same statement (the counted CTE), so a count can never disagree with
+-- a settle that rolled back.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+settled AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = CASE WHEN v.state = 'retry'
+                        THEN CASE WHEN v.delay > 0 THEN 'delayed' ELSE 'ready' END
+                        ELSE v.state END,
+           attempt = j.attempt - v.uncount,
+           result = coalesce(v.result::jsonb, j.result),
+           last_error = coalesce(v.last_error, j.last_error),
+           error_code = coalesce(v.error_code, j.error_code),
+           stop_reason = v.stop_reason,
+           run_at = CASE WHEN v.state IN ('retry', 'ready', 'suspended')
+                         THEN t.now + v.delay * interval '1 second' ELSE j.run_at END,
+           visible_at = NULL,
+           finished_at = CASE WHEN v.state IN """ + TERMINAL + """ THEN t.now END,
+           updated_at = t.now
+      FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[], %(state)b::text[], %(result)b::text[],
+                     %(last_error)b::text[], %(error_code)b::text[], %(stop_reason)b::text[], %(delay)b::float8[],
+                     %(uncount)b::int[])
+           AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount)
+     WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running'
+       AND j.id = ANY(%(id)b::uuid[])  -- lets the planner walk the primary key, whatever its statistics say
+    RETURNING j.id, j.name, j.queue,
+              CASE v.state WHEN 'retry' THEN 'retried' WHEN 'ready' THEN 'interrupted' ELSE v.state END
+              AS outcome),
+counted AS (""" + _COUNT_SETTLED + """)
+SELECT id FROM settled
+"""
+
+JOB_HEARTBEAT: LiteralString = """
+-- Renew the lease of every job this worker holds, fenced on owner and claim token; a job
+-- missing from the answer was cancelled or re-claimed.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE ultimate_jobs_job AS j
+   SET visible_at = t.now + %(visibility)s * interval '1 second', updated_at = t.now
+  FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[]) AS v(id, claim)
+ WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' AND j.claimed_by = %(worker_id)s
+   AND j.id = ANY(%(id)b::uuid[])
+RETURNING j.id
+"""
+
+JOB_RESCUE: LiteralString = """
+-- Hand back running jobs whose lease lapsed (their worker died or stalled): a compare-and-set
+-- on the claim token read under the lock. A lapse on the final attempt dead-letters the job
+-- instead of running it forever; dead_letter=False jobs end failed. Only names registered in
+-- this process are rescued: their retry policy is known here. Counted like a settle.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+lapsed AS (
+    SELECT l.id, l.claim FROM ultimate_jobs_job AS l, t
+     WHERE l.state = 'running' AND l.visible_at < t.now AND l.name = ANY(%(names)b::text[])
+     ORDER BY l.visible_at LIMIT %(limit)s
+       FOR UPDATE OF l SKIP LOCKED),
+settled AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = CASE WHEN j.attempt < j.max_attempts THEN 'ready'
+                        WHEN j.name = ANY(%(no_dead_letter)b::text[]) THEN 'failed' ELSE 'dead' END,
+           stop_reason = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE 'lease-lapsed' END,
+           last_error = CASE WHEN j.attempt < j.max_attempts
+                             THEN 'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'
+                             ELSE 'lease lapsed on the final attempt (worker ' || coalesce(j.claimed_by, '?')
+                                  || ' died or stalled)' END,
+           error_code = 'X_LEASE_LAPSED',
+           finished_at = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE t.now END,
+           run_at = t.now, visible_at = NULL, updated_at = t.now
+      FROM lapsed, t
+     WHERE j.id = lapsed.id AND j.claim IS NOT DISTINCT FROM lapsed.claim AND j.state = 'running'
+    RETURNING j.id, j.name, j.queue, j.state,
+              CASE j.state WHEN 'ready' THEN 'retried' ELSE j.state END AS outcome),
+counted AS (""" + _COUNT_SETTLED + """)
+SELECT id, name, queue, state FROM settled
+"""
+
+JOB_RELEASE_UNHELD: LiteralString = """
+-- Hand back rows running under this worker's id that it does not hold: a claim that committed
+-- after its connection dropped, so the worker never saw its answer. Uncounted (never ran).
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+UPDATE ultimate_jobs_job AS j
+   SET state = 'ready', attempt = j.attempt - 1, visible_at = NULL, run_at = t.now, updated_at = t.now
+  FROM t
+ WHERE j.state = 'running' AND j.claimed_by = %(worker_id)s AND NOT j.id = ANY(%(held)b::uuid[])
+RETURNING j.id
+"""
+
+JOB_PURGE_FINISHED: LiteralString = """
+-- Delete one batch of finished jobs past their retention (done after done_retention; dead,
+-- failed and cancelled after dead_retention), then the steps of runs left with no job. SKIP
+-- LOCKED lets two purges share the work; the batch bounds each transaction. The orphan check
+-- excludes `doomed` because a data-modifying CTE's siblings still see the deleted rows.
+WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+doomed AS (
+    SELECT j.id, j.run_id FROM ultimate_jobs_job AS j, t
+     WHERE (j.state = 'done' AND j.finished_at < t.now - %(done_retention)s * interval '1 second')
+        OR (j.state IN ('dead', 'failed', 'cancelled')
+            AND j.finished_at < t.now - %(dead_retention)s * interval '1 second')
+     LIMIT %(limit)s
+       FOR UPDATE OF j SKIP LOCKED),
+gone AS (DELETE FROM ultimate_jobs_job AS j USING doomed WHERE j.id = doomed.id RETURNING j.run_id),
+steps AS (
+    DELETE FROM ultimate_jobs_jobstep AS s
+     WHERE s.run_id IN (SELECT g.run_id FROM gone AS g)
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
+                        WHERE k.run_id = s.run_id AND k.id NOT IN (SELECT d.id FROM doomed AS d))
+    RETURNING s.id)
+SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM steps) AS steps
+"""
+
+QUEUE_WAKE: LiteralString = """
+-- Wake idle workers of these queues at commit (an operator retried or promoted jobs there).
+SELECT count(pg_notify('""" + JOBS_CHANNEL + """', q.queue)) FROM unnest(%(queues)b::text[]) AS q(queue)
+"""
+
+
+def row_columns(rows: Sequence[JobRow]) -> dict[str, list[Any]]:
+    return {
+        "id": [r.id for r in rows], "run_id": [r.run_id for r in rows], "name": [r.name for r in rows],
+        "queue": [r.queue for r in rows], "priority": [r.priority for r in rows],
+        "payload": [r.payload for r in rows], "idempotency_key": [r.idempotency_key for r in rows],
+        "tenant_id": [r.tenant_id for r in rows], "enqueued_by": [r.enqueued_by for r in rows],
+        "max_attempts": [r.max_attempts for r in rows], "delay": [r.delay for r in rows],
+        "run_at": [r.run_at for r in rows], "concurrency_key": [r.concurrency_key for r in rows],
+        "traceparent": [r.traceparent for r in rows],
+    }
+
+
+def _settlement_columns(s: Sequence[Settlement], now: datetime | None) -> dict[str, Any]:
+    return {
+        "id": [x.id for x in s], "claim": [x.claim for x in s], "state": [x.state for x in s],
+        "result": [x.result for x in s], "last_error": [x.last_error for x in s],
+        "error_code": [x.error_code for x in s], "stop_reason": [x.stop_reason for x in s],
+        "delay": [x.delay for x in s], "uncount": [1 if x.uncount else 0 for x in s], "now": now,
+    }
+
+
+def row_params(row: JobRow) -> dict[str, Any]:
+    return {
+        "id": row.id, "run_id": row.run_id, "name": row.name, "queue": row.queue, "priority": row.priority,
+        "payload": row.payload, "idempotency_key": row.idempotency_key, "tenant_id": row.tenant_id,
+        "enqueued_by": row.enqueued_by, "max_attempts": row.max_attempts, "delay": row.delay, "run_at": row.run_at,
+        "concurrency_key": row.concurrency_key, "traceparent": row.traceparent,
+    }
+
+# Answers built by column name (the RETURNING / SELECT aliases), never by position.
+_CLAIMED = kwargs_row(ClaimedJob)
+
+
+class JobStatements(PostgresConnection):
+    """The ``job_*`` methods and ``queue_wake``."""
+
+    def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
+                        notify: Sequence[str] = ()) -> list[Inserted]:
+        answers: dict[tuple[str, str, str], Inserted] = {}
+        pending = list(rows)
+        prepare = self._prepare()
+        with self._cursor() as cursor:
+            for _ in range(5):
+                if len(pending) == 1:
+                    cursor.execute(JOB_INSERT_ONE, {**row_params(pending[0]), "now": now,
+                                                    "notify": pending[0].queue in notify}, prepare=prepare)
+                else:
+                    cursor.execute(JOB_INSERT_MANY, {**row_columns(pending), "now": now, "notify": list(notify)},
+                                   prepare=prepare)
+                inserted = {row[0] for row in cursor.fetchall()}
+                missing = [r for r in pending if r.id not in inserted]
+                for r in pending:
+                    if r.id in inserted:
+                        answers[r.dedupe_key] = Inserted(id=r.id, run_id=r.run_id, deduped=False)
+                if not missing:
+                    break
+                cursor.execute(JOB_LIVE_BY_KEY, {"name": [r.name for r in missing],
+                                                 "tenant": [r.tenant_id or "" for r in missing],
+                                                 "key": [r.idempotency_key for r in missing]})
+                for job_id, run_id, name, tenant, key in cursor.fetchall():
+                    answers[(name, tenant, key)] = Inserted(id=job_id, run_id=run_id, deduped=True)
+                # A key whose live row finished between the insert and the lookup is free again.
+                pending = [r for r in missing if r.dedupe_key not in answers]
+                if not pending:
+                    break
+        return [answers[r.dedupe_key] for r in rows]
+
+    def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
+                  now: datetime | None, blocked_tenants: Sequence[str] = ()) -> list[ClaimedJob]:
+        with self._cursor(_CLAIMED) as cursor:
+            cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
+                                       "worker_id": worker_id, "visibility": visibility, "now": now,
+                                       "blocked": list(blocked_tenants)}, prepare=self._prepare())
+            return list(cursor.fetchall())
+
+    def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=self._prepare())
+            return {row[0] for row in cursor.fetchall()}
+
+    def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
+                             names: Sequence[str], worker_id: str, visibility: float,
+                             now: datetime | None, blocked_tenants: Sequence[str] = (),
+                             ) -> SettledAndClaimed:
+        """Settle finished attempts and claim per queue in one transaction, pipelined: one round trip
+        and one commit for the whole pass."""
+        import psycopg
+
+        wrapper = self._connections[self.alias]
+        prepare = self._prepare()
+        with wrapper.wrap_database_errors:
+            conn = self._connect(wrapper)
+            settle_cursor = psycopg.Cursor(conn) if settlements else None
+            claim_cursors: dict[str, Any] = {}
+            with conn.pipeline(), conn.transaction():
+                if settle_cursor is not None:
+                    settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=prepare)
+                for queue, limit in claims.items():
+                    cursor = claim_cursors[queue] = psycopg.Cursor(conn, row_factory=_CLAIMED)
+                    cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
+                                               "worker_id": worker_id, "visibility": visibility, "now": now,
+                                               "blocked": list(blocked_tenants)}, prepare=prepare)
+            settled = {row[0] for row in settle_cursor.fetchall()} if settle_cursor is not None else set()
+            claimed: dict[str, list[ClaimedJob]] = {q: c.fetchall() for q, c in claim_cursors.items()}
+        return SettledAndClaimed(settled=settled, claimed=claimed)
+
+    def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
+                      now: datetime | None) -> set[UUID]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_HEARTBEAT, {"id": [h[0] for h in held], "claim": [h[1] for h in held],
+                                           "worker_id": worker_id, "visibility": visibility, "now": now},
+                           prepare=self._prepare())
+            return {row[0] for row in cursor.fetchall()}
+
+    def job_release_unheld(self, *, worker_id: str, held: Sequence[UUID], now: datetime | None) -> list[UUID]:
+        with self._cursor() as cursor:
+            cursor.execute(JOB_RELEASE_UNHELD, {"worker_id": worker_id, "held": list(held), "now": now})
+            return [row[0] for row in cursor.fetchall()]
+
+    def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
+                   limit: int = 500) -> list[Rescued]:
+        with self._cursor(kwargs_row(Rescued)) as cursor:
+            cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "names": list(names),
+                                        "no_dead_letter": list(no_dead_letter)})
+            return list(cursor.fetchall())
+
+    def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,
+                           now: datetime | None) -> Purged:
+        with self._cursor(kwargs_row(Purged)) as cursor:
+            cursor.execute(JOB_PURGE_FINISHED, {"done_retention": done_retention,
+                                                "dead_retention": dead_retention, "limit": limit, "now": now})
+            purged: Purged = cursor.fetchone()
+        return purged
+
+    def queue_wake(self, *, queues: Sequence[str]) -> None:
+        if queues:
+            with self._cursor() as cursor:
+                cursor.execute(QUEUE_WAKE, {"queues": sorted(set(queues))})
