@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -55,6 +54,7 @@ from ultimate_jobs.db.postgres import OUTBOX_CHANNEL
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.service_loop import ServiceLoop
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -83,18 +83,15 @@ class Relay:
         self.batch_size = batch_size or conf.RELAY_BATCH_SIZE
         self.lease = conf.CLAIM_LEASE if lease is None else to_seconds(lease, subject="lease")
         self.retention = conf.OUTBOX_RETENTION
-        self.burst = burst
         self.relay_id = relay_id or f"relay:{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
         self.poll_interval = conf.POLL_INTERVAL
         self.idle_poll_max = max(conf.IDLE_POLL_MAX, conf.POLL_INTERVAL)
         self.on_pass = on_pass
         self.stats = {"published": 0, "failed": 0, "passes": 0}
         self.claimed_last = 0
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._signals = 0
+        self._loop = ServiceLoop(burst=burst, on_signal=lambda signum: self.stop(), on_second_signal=self._killed)
+        self._idle = self.poll_interval
         self._last_purge = -PURGE_EVERY
-        self._backoff = 0.0
 
     # -- one pass -----------------------------------------------------------------------------
 
@@ -110,6 +107,15 @@ class Relay:
         if self.on_pass is not None:
             self.on_pass(self, published)
         return published
+
+    @property
+    def burst(self) -> bool:
+        """Whether the loop ends at the first idle pass (settable until ``run()``)."""
+        return self._loop.burst
+
+    @burst.setter
+    def burst(self, value: bool) -> None:
+        self._loop.burst = value
 
     def _publish(self, batch: list[JobRow]) -> int:
         try:
@@ -180,7 +186,7 @@ class Relay:
             return
         self._last_purge = now
         deleted = 0
-        while deleted < PURGE_MAX and not self._stopping.is_set():
+        while deleted < PURGE_MAX and not self._loop.stopping.is_set():
             batch = self.store.outbox_purge(retention=self.retention, now=clock.sql_now(), limit=PURGE_BATCH)
             deleted += batch
             if batch < PURGE_BATCH:
@@ -192,7 +198,7 @@ class Relay:
         """Publish until a pass claims nothing; answer the rows published. A failed pass is
         logged and ends it."""
         published = 0
-        while not self._stopping.is_set():
+        while not self._loop.stopping.is_set():
             try:
                 published += self.run_once()
             except Exception as exc:  # the caller goes on with what was published
@@ -216,62 +222,49 @@ class Relay:
     # -- the loop -------------------------------------------------------------------------------
 
     def wake(self, queue: str = "") -> None:
-        self._wake.set()
+        self._loop.wake()
 
     def stop(self) -> None:
         """Stop after the pass in flight (its publish and mark commit or roll back together)."""
-        self._stopping.set()
-        self._wake.set()
+        self._loop.stop()
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._signals += 1
-        if self._signals > 1:
-            log.warning("jobs.outbox.killed relay=%s signal=%s: second signal, exiting at once",
-                        self.relay_id, signum)
-            os._exit(1)
-        self.stop()
+    def _killed(self, signum: int) -> None:
+        log.warning("jobs.outbox.killed relay=%s signal=%s: second signal, exiting at once", self.relay_id, signum)
+        os._exit(1)
+
+    def _tick(self) -> float | None:
+        self.run_once()
+        if self.claimed_last:
+            self._idle = self.poll_interval
+            return 0.0  # claim again at once: more may be waiting behind this batch
+        # POLL_INTERVAL right after activity (a staged row whose wake the per-process throttle
+        # dropped waits at most that long), then doubling up to IDLE_POLL_MAX.
+        wait, self._idle = self._idle, min(self._idle * 2, self.idle_poll_max)
+        return self._loop.idle(wait)
+
+    def _tick_failed(self, exc: Exception, delay: float) -> None:
+        # A relay outlives a bad pass; its rows wait for the next one.
+        log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id, exc, delay)
+        close_connection(self.alias)
+
+    def _listen(self) -> Listener | None:
+        if not self.store.supports_listen_notify or self.burst:
+            return None
+        listener = Listener(self.alias, [], self.wake, channel=OUTBOX_CHANNEL)
+        listener.start()
+        return listener
 
     def run(self, *, install_signals: bool = True) -> dict[str, int]:
         """Publish until stopped (or, with ``burst``, until a pass claims nothing); answer the counts."""
-        main = threading.current_thread() is threading.main_thread()
-        if install_signals and main:
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
-        listener = None
-        if self.store.supports_listen_notify and not self.burst:
-            listener = Listener(self.alias, [], self.wake, channel=OUTBOX_CHANNEL)
-            listener.start()
         log.info("jobs.outbox.relay-started relay=%s batch=%s lease=%.1fs", self.relay_id, self.batch_size,
                  self.lease)
-        idle = self.poll_interval
+        self._idle = self.poll_interval
         try:
-            while not self._stopping.is_set():
-                self._wake.clear()
-                try:
-                    self.run_once()
-                except Exception as exc:  # a relay outlives a bad pass; its rows wait for the next one
-                    self._backoff = min(max(self._backoff * 2, 0.05), 5.0)
-                    log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id,
-                                exc, self._backoff)
-                    close_connection(self.alias)
-                    self._stopping.wait(self._backoff)
-                    continue
-                self._backoff = 0.0
-                if self.claimed_last:
-                    idle = self.poll_interval
-                    continue  # claim again at once: more may be waiting behind this batch
-                if self.burst:
-                    break
-                # POLL_INTERVAL right after activity (a staged row whose wake the per-process
-                # throttle dropped waits at most that long), then doubling up to IDLE_POLL_MAX.
-                self._wake.wait(idle)
-                idle = min(idle * 2, self.idle_poll_max)
+            self._loop.run(self._tick, errors=(Exception,), on_error=self._tick_failed,
+                           install_signals=install_signals, listen=self._listen)
         finally:
-            if listener is not None:
-                listener.stop()
-            if not main:
+            if threading.current_thread() is not threading.main_thread():
                 close_connection(self.alias)
             log.info("jobs.outbox.relay-stopped relay=%s published=%s failed=%s", self.relay_id,
                      self.stats["published"], self.stats["failed"])
         return dict(self.stats)
-

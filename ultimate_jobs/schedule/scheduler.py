@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -54,6 +53,7 @@ from ultimate_jobs.schedule import watermarks
 from ultimate_jobs.schedule.declarations import TaskHandle, registered_tasks, task
 from ultimate_jobs.schedule.leader import Leadership
 from ultimate_jobs.schedule.watermarks import TaskState
+from ultimate_jobs.service_loop import ServiceLoop
 
 __all__ = ["Fire", "Round", "Scheduler", "registered_tasks", "task"]
 
@@ -97,7 +97,6 @@ class Scheduler:
         self.store = store_for(self.alias)
         self.lease = to_seconds(lease, subject="lease")
         self.renew_every = self.lease / 3
-        self.burst = burst
         self.drain_timeout = conf.DRAIN_TIMEOUT if drain_timeout is None else to_seconds(
             drain_timeout, subject="drain_timeout", positive=False)
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
@@ -112,9 +111,8 @@ class Scheduler:
         self._failures: dict[str, tuple[int, float]] = {}  # task -> (failures in a row, monotonic retry time)
         self._round_lock = threading.Lock()
         self._round_owner: int | None = None
-        self._stopping = False
-        self._stop_event = threading.Event()
-        self._signals = 0
+        self._loop = ServiceLoop(burst=burst, on_signal=self._on_signal,
+                                 on_second_signal=lambda signum: self._abandon(f"second signal {signum}"))
         self._abandoned = False
 
     # -- one round ----------------------------------------------------------------------------
@@ -139,6 +137,15 @@ class Scheduler:
         if self.on_round is not None:
             self.on_round(self, report)
         return report
+
+    @property
+    def burst(self) -> bool:
+        """Whether the loop ends at the first idle pass (settable until ``run()``)."""
+        return self._loop.burst
+
+    @burst.setter
+    def burst(self, value: bool) -> None:
+        self._loop.burst = value
 
     def _round(self) -> Round:
         lease = self.leadership.elect()
@@ -255,13 +262,9 @@ class Scheduler:
 
     def stop(self) -> None:
         """Stop after the round in flight (if any); ``run()`` then hands the lease back."""
-        self._stopping = True
-        self._stop_event.set()
+        self._loop.stop()
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._signals += 1
-        if self._signals > 1:
-            self._abandon(f"second signal {signum}")
+    def _on_signal(self, signum: int) -> None:
         self.stop()
         if self._round_owner is not None:
             timer = threading.Timer(self.drain_timeout, self._abandon, args=("drain timeout",))
@@ -275,42 +278,32 @@ class Scheduler:
             log.error("jobs.scheduler.drain-abandoned holder=%s why=%s: the lease is left to lapse",
                       self.holder, why)
             os._exit(1)
-        if self._signals > 1:
+        if self._loop.signals > 1:
             os._exit(1)
+
+    def _tick(self) -> float | None:
+        return self._loop.idle(self.run_once().wait)
+
+    def _round_failed(self, exc: Exception, delay: float) -> None:
+        log.warning("jobs.scheduler.round-failed holder=%s error=%r retry_in=%.1fs", self.holder, exc, delay)
+        self._states = None
+        self.leadership.forget()
+        close_connection(self.alias)
+        if self.burst:
+            self.stop()  # one round, failed or not
 
     def run(self, *, install_signals: bool = True) -> dict[str, int]:
         """Run rounds until stopped (or one, with ``burst``); answer the counts."""
-        previous: dict[int, Any] = {}
-        if install_signals and threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                previous[signum] = signal.signal(signum, self._on_signal)
         log.info("jobs.scheduler.started holder=%s tasks=%s lease=%.1fs", self.holder, len(self.tasks),
                  self.lease)
-        backoff = 0.0
         try:
-            while not self._stopping:
-                try:
-                    wait = self.run_once().wait
-                    backoff = 0.0
-                except DatabaseError as exc:
-                    backoff = min(max(backoff * 2, 0.1), 5.0)
-                    log.warning("jobs.scheduler.round-failed holder=%s error=%r retry_in=%.1fs", self.holder,
-                                exc, backoff)
-                    self._states = None
-                    self.leadership.forget()
-                    close_connection(self.alias)
-                    wait = backoff
-                if self.burst:
-                    break
-                self._stop_event.wait(wait)
+            self._loop.run(self._tick, errors=(DatabaseError,), on_error=self._round_failed,
+                           install_signals=install_signals)
         finally:
             if not self._abandoned:
                 self.leadership.resign()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
             if threading.current_thread() is not threading.main_thread():
                 close_connection(self.alias)  # a role thread's connection dies with the thread: close it
             log.info("jobs.scheduler.stopped holder=%s rounds=%s fired=%s jobs=%s", self.holder,
                      self.stats["rounds"], self.stats["fired"], self.stats["jobs"])
         return dict(self.stats)
-
