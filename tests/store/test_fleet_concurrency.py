@@ -24,8 +24,8 @@ def _wait_for_slot(run) -> None:
 def _finish(worker: Worker) -> None:
     for run in list(worker.runs.values()):
         run.finished.wait(10)
-    worker._collect()
-    worker._settle()
+    worker.holdings.collect()
+    worker.settler.settle()
 
 
 def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) -> None:
@@ -46,8 +46,8 @@ def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) 
     _wait_for_slot(run1)  # the slot is taken on the body's thread; "b" must come after it
     w2.run_once()
     assert w2.runs[second.id].finished.wait(10)
-    w2._collect()
-    w2._settle()
+    w2.holdings.collect()
+    w2.settler.settle()
     row = Job.objects.get(id=second.id)
     assert (row.state, row.attempt, row.last_error) == ("ready", 0, None)
     assert row.run_at > Job.objects.get(id=first.id).run_at
@@ -124,7 +124,7 @@ def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen
         release.wait(0.05)
     assert run.slot == (long.name, 0)
     JobLease.objects.filter(lease_key=long.name).update(holder="thief")
-    worker._heartbeat()
+    worker.leases.heartbeat()
     assert run.token.reason == "X_JOB_SLOT_LOST"
     release.set()
     _finish(worker)

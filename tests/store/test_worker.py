@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -222,7 +224,7 @@ def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, de
     worker.run_once()
     frozen_clock.advance(timedelta(seconds=20))
     Job.objects.filter(id=lost.id).update(state="cancelled")
-    worker._heartbeat()
+    worker.leases.heartbeat()
     assert Job.objects.get(id=kept.id).visible_at == frozen_clock.now() + timedelta(seconds=30)
     assert worker.runs[lost.id].token.reason == "X_JOB_LEASE_LOST"
     assert not worker.runs[kept.id].token.is_set()
@@ -235,8 +237,8 @@ def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, de
 def _settle(worker: Worker) -> None:
     for run in list(worker.runs.values()):
         run.finished.wait(10)
-    worker._collect()
-    worker._settle()
+    worker.holdings.collect()
+    worker.settler.settle()
 
 
 def test_a_claim_whose_answer_was_lost_is_handed_back_uncounted() -> None:
@@ -248,9 +250,60 @@ def test_a_claim_whose_answer_was_lost_is_handed_back_uncounted() -> None:
     store_for().job_claim(queue="default", names=["tests.noop"], limit=10, worker_id=worker.worker_id,
                           visibility=30, now=None)
     assert Job.objects.get(id=r.id).state == "running"
-    worker._reconcile_due = True
+    worker.claims.reconcile_due = True
     started = worker.run_once()
     assert [run.id for run in started] == [r.id]  # back to ready uncounted, then claimed again
     _settle(worker)
     row = Job.objects.get(id=r.id)
     assert (row.state, row.attempt) == ("done", 1)
+
+
+def test_with_worker_drains_what_it_holds_on_exit_and_stops_its_threads(declare) -> None:
+    import threading
+
+    @declare(idempotency_key="{k}", tenant=NO_TENANT)
+    def patient(ctx, *, k: str) -> str:
+        ctx.cancelled.wait(10)  # runs until the drain cancels it
+        return "returned"
+
+    interrupted, done = patient.enqueue(k="held"), jobs.noop.enqueue(key="quick")
+    before = threading.active_count()
+    with Worker(queues=["default"], drain_timeout=10) as worker:
+        assert threading.active_count() == before and worker.state == "idle"  # entering starts nothing
+        assert {run.id for run in worker.run_once()} == {interrupted.id, done.id}
+    assert worker.state == "stopped" and not worker.runs
+    assert worker.stats["settled"] == 2  # both settled at exit: the drained body returned normally
+    assert Job.objects.get(id=interrupted.id).state == "done"
+    assert Job.objects.get(id=done.id).state == "done"
+    assert ops.get_job(interrupted.id)["result"] == "returned"
+    assert not [t for t in threading.enumerate() if t.name.startswith("ultimate-jobs")]
+
+
+def test_with_worker_around_run_on_another_thread_stops_it_on_exit() -> None:
+    import threading
+
+    with Worker(queues=["default"]) as worker:
+        thread = threading.Thread(target=worker.run, kwargs={"install_signals": False})
+        thread.start()
+        assert wait_for(lambda: worker.state == "running")
+    thread.join(10)
+    assert not thread.is_alive() and worker.state == "stopped"
+
+
+def test_the_with_worker_snippet_of_worker_md_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "worker.md").read_text()
+    snippet = page.split("## `with Worker(...) as worker`")[1].split("```python\n")[1].split("```")[0]
+    jobs.noop.enqueue(key="snippet")
+    exec(snippet, {})
+    assert capsys.readouterr().out.splitlines() == ["started: 1", "stopped 1"]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -28,10 +28,13 @@ from ultimate_jobs.context import CancelToken, JobContext
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.store import ClaimedJob, Settlement, Store
 from ultimate_jobs.errors import (
+    X_DRAINING,
     X_JOB_COMPENSATION_FAILED,
     X_JOB_DECLARATION_INVALID,
     X_JOB_FAILED,
     X_JOB_RESULT_UNSERIALIZABLE,
+    X_JOB_SLOT_LOST,
+    X_JOB_TIMEOUT,
     X_STEP_OUTCOME_UNKNOWN,
     JobCancelled,
     Terminal,
@@ -184,7 +187,7 @@ class _AsyncBodySteps:
 def decide(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *, result: Any = None,
            error: BaseException | None = None) -> Settlement | None:
     """How the attempt settles; ``None`` when the run is no longer this worker's to settle."""
-    if token.reason == "X_JOB_TIMEOUT":
+    if token.reason == X_JOB_TIMEOUT:
         # The worker failed the attempt when the deadline passed. A body that stopped because of
         # it is the intended end; one that ran on and finished anyway is named.
         if not isinstance(error, JobCancelled):
@@ -197,7 +200,7 @@ def decide(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *, result
         except jsoncodec.NotJSON as exc:
             return _stop(handle, claimed, f"{exc}", X_JOB_RESULT_UNSERIALIZABLE, "terminal")
         return Settlement(claimed.id, claimed.claim, "done", result=encoded)
-    if token.reason in ("X_DRAINING", "X_JOB_SLOT_LOST"):
+    if token.reason in (X_DRAINING, X_JOB_SLOT_LOST):
         # Stopped by the drain (or a lost fleet slot): back to the queue at once, the attempt handed back.
         return Settlement(claimed.id, claimed.claim, "ready", uncount=True)
     if isinstance(error, JobCancelled) and token.is_set():

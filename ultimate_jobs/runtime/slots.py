@@ -19,10 +19,10 @@ from django.db import DatabaseError
 
 from ultimate_jobs import clock
 from ultimate_jobs.db.store import Settlement, Store
-from ultimate_jobs.errors import X_JOB_KEY_BUSY
+from ultimate_jobs.errors import X_JOB_KEY_BUSY, X_JOB_SLOT_LOST
 
 if TYPE_CHECKING:
-    from ultimate_jobs.runtime.worker import Run
+    from ultimate_jobs.runtime.runs import Run
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -79,7 +79,7 @@ class FleetSlots:
                                          holder=self.holder, ttl=self.ttl, now=clock.sql_now())
         for run in holding:
             if run.claimed.id not in renewed and run.slot is not None and not run.finished.is_set():
-                if run.token.set("X_JOB_SLOT_LOST", f"The concurrency slot {run.slot[0]}#{run.slot[1]} expired "
+                if run.token.set(X_JOB_SLOT_LOST, f"The concurrency slot {run.slot[0]}#{run.slot[1]} expired "
                                  "and was taken."):
                     log.error("jobs.slot.lost job_id=%s name=%s key=%s", run.claimed.id, run.claimed.name,
                               run.slot[0])

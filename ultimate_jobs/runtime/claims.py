@@ -1,0 +1,233 @@
+"""Internal: the worker's claim loop — free slots per queue, the settle-and-claim statement, and
+starting each claimed run on a body thread.
+
+A pass splits the free slots over the queues (per-queue counts, or one shared number rotated so no
+queue starves, capped by ``max_in_flight``), applies the per-process ``LIMITS`` (a tenant at its
+limit is left out of the claim; an over-claim is shed back to ``ready`` uncounted) and sends one
+statement that settles what finished and claims into the free slots. A claim whose answer was
+lost (a dropped connection) is reconciled before the next claim.
+
+Logged events: ``jobs.claim.failed``, ``jobs.worker.shed``, ``jobs.claim.reconciled``,
+``jobs.reconcile.failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from ultimate_jobs import clock
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db import ClaimedJob, Settlement, Store
+from ultimate_jobs.declaration import check_queue_name, get_job_handle, registered_jobs
+from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.faults import fault
+from ultimate_jobs.runtime import settled as settled_hooks
+from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
+from ultimate_jobs.runtime.limits import ProcessLimits
+from ultimate_jobs.runtime.runs import Holdings, Run, count
+from ultimate_jobs.runtime.settling import Settler
+from ultimate_jobs.runtime.slots import FleetSlots
+from ultimate_jobs.runtime.threads import EventLoopThread, Pool
+
+log = logging.getLogger("ultimate_jobs")
+
+
+def parse_concurrency(value: int | Mapping[str, int] | str | None, queues: Sequence[str]) -> dict[str, int] | int:
+    """``10`` (shared by the queues) or ``{"a": 4, "b": 2}`` / ``"a=4,b=2"`` (per queue)."""
+    if value is None:
+        value = get_settings().CONCURRENCY
+    if isinstance(value, str):
+        if "=" not in value:
+            value = int(value)
+        else:
+            pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+            value = {q.strip(): int(n) for q, n in pairs}
+    if isinstance(value, Mapping):
+        caps = {check_queue_name(q, code=X_CONFIG_INVALID): n for q, n in value.items()}
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in caps.values()):
+            raise JobsError(X_CONFIG_INVALID, f"concurrency {value!r} must give each queue a whole number >= 1.")
+        missing = [q for q in queues if q not in caps]
+        if missing:
+            raise JobsError(X_CONFIG_INVALID, f"concurrency names no slots for queue(s) {', '.join(missing)}.",
+                            "Give every --queues entry a count, as in a=4,b=2.")
+        return caps
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobsError(X_CONFIG_INVALID, f"concurrency={value!r} must be a whole number >= 1.")
+    return value
+
+
+class Claims:
+    """Claims runnable jobs into one worker's free slots and starts them."""
+
+    def __init__(self, *, store: Store, alias: str, worker_id: str, visibility: float, queues: list[str],
+                 concurrency: dict[str, int] | int, capacity: int, limits: ProcessLimits, slots: FleetSlots,
+                 holdings: Holdings, settler: Settler, on_db_error: Callable[[str, BaseException], None],
+                 db_errors: tuple[type[Exception], ...]) -> None:
+        self.store = store
+        self.alias = alias
+        self.worker_id = worker_id
+        self.visibility = visibility
+        self.queues = queues
+        self.concurrency = concurrency
+        self.capacity = capacity
+        self.limits = limits
+        self.slots = slots
+        self.holdings = holdings
+        self.settler = settler
+        self.reconcile_due = False  # a claim's answer was lost: hand back what it may have claimed
+        self.last_claim_full = False  # the last claim filled some queue's slots: more may be runnable
+        self._on_db_error = on_db_error
+        self._db_errors = db_errors
+        self._rotation = 0
+        self._pool: Pool | None = None
+        self._loop: EventLoopThread | None = None
+
+    def free_capacity(self) -> int:
+        return self.capacity - len(self.holdings.runs) - len(self.holdings.abandoned)
+
+    def free_slots(self) -> dict[str, int]:
+        """Free slots per queue for this pass, split so no queue starves."""
+        held = self.holdings.held()  # runs settling in this pass's transaction have free slots already
+        free = self.capacity - len(held) - len(self.holdings.abandoned)
+        if free <= 0:
+            return {}
+        if isinstance(self.concurrency, dict):
+            busy = count(run.claimed.queue for run in held)
+            slots = {q: max(0, self.concurrency[q] - busy.get(q, 0)) for q in self.queues}
+        else:
+            share, extra = divmod(free, len(self.queues))
+            order = self.queues[self._rotation:] + self.queues[:self._rotation]
+            self._rotation = (self._rotation + 1) % len(self.queues)
+            slots = {q: share + (1 if i < extra else 0) for i, q in enumerate(order)}
+        # max_in_flight bounds the sum; trim from the end of this pass's rotation.
+        total = sum(slots.values())
+        for q in reversed(list(slots)):
+            if total <= free:
+                break
+            cut = min(slots[q], total - free)
+            slots[q] -= cut
+            total -= cut
+        return {q: n for q, n in slots.items() if n > 0}
+
+    def settle_and_claim(self, *, claiming: bool) -> list[Run]:
+        """Settle what finished and, when ``claiming``, claim into the free slots, in one
+        transaction (one commit); answer the runs started."""
+        holdings = self.holdings
+        names = [handle.name for handle in registered_jobs()]
+        claims = self.free_slots() if claiming and names else {}
+        blocked: list[str] = []
+        if claims and self.limits.active:
+            held = holdings.held()
+            claims = self.limits.cap_slots(claims, count(r.claimed.queue for r in held), len(held))
+            blocked = self.limits.blocked_tenants(count(r.claimed.tenant_id for r in held if r.claimed.tenant_id))
+        if not claims and not holdings.pending:
+            return []
+        batch = holdings.pending
+        try:
+            if batch:
+                fault("before_ack")
+            settled, claimed = self.store.job_settle_and_claim(
+                settlements=[r.outcome for r in batch if r.outcome is not None], claims=claims, names=names,
+                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now(),
+                blocked_tenants=blocked)
+        except self._db_errors as exc:
+            self._on_db_error("jobs.claim.failed", exc)
+            # The claim may have committed with its answer lost: reconcile before the next claim.
+            self.reconcile_due = bool(claims)
+            return []  # the settlements stay pending: the fenced statement is safe to send again
+        holdings.pending = []
+        self.settler.record(batch, settled)
+        self.last_claim_full = any(len(claimed.get(q, ())) == n for q, n in claims.items())
+        if any(claimed.values()):
+            fault("after_claim")
+        started = []
+        # Per-tenant counts are taken once per pass and kept current as runs start.
+        by_tenant = count(r.claimed.tenant_id for r in holdings.held()) if self.limits.active else {}
+        for row in (row for rows in claimed.values() for row in rows):
+            if self.limits.active and not self.limits.admit(row.tenant_id, by_tenant):
+                self._shed(row)
+                continue
+            started.append(self._start(row))
+            if row.tenant_id is not None:
+                by_tenant[row.tenant_id] = by_tenant.get(row.tenant_id, 0) + 1
+        holdings.stats["claimed"] += len(started)
+        return started
+
+    def reconcile(self) -> None:
+        """Hand back rows claimed under this worker's id that it does not hold: a claim whose commit
+        landed but whose answer was lost (a dropped connection). Uncounted: those bodies never ran."""
+        held = [r.id for r in self.holdings.runs.values()] + [r.id for r in self.holdings.abandoned]
+        try:
+            returned = self.store.job_release_unheld(worker_id=self.worker_id, held=held, now=clock.sql_now())
+        except self._db_errors as exc:
+            self._on_db_error("jobs.reconcile.failed", exc)
+            return
+        self.reconcile_due = False
+        if returned:
+            log.warning("jobs.claim.reconciled worker=%s returned=%s: a claim's answer was lost; its rows are "
+                        "back to ready, uncounted", self.worker_id, len(returned))
+
+    def _shed(self, claimed: ClaimedJob) -> None:
+        """Hand a claim the per-process limits refuse straight back: ``ready``, uncounted, no error."""
+        log.info("jobs.worker.shed job_id=%s name=%s queue=%s tenant=%s", claimed.id, claimed.name, claimed.queue,
+                 claimed.tenant_id)
+        run = Run(claimed=claimed, handle=get_job_handle(claimed.name))  # type: ignore[arg-type]
+        run.outcome = Settlement(claimed.id, claimed.claim, "ready", uncount=True)
+        run.finished.set()
+        self.holdings.pending.append(run)
+        self.holdings.stats["shed"] += 1
+
+    def _start(self, claimed: ClaimedJob) -> Run:
+        handle = get_job_handle(claimed.name)
+        assert handle is not None  # the claim asked only for registered names
+        run = Run(claimed=claimed, handle=handle)
+        if handle.timeout is not None:
+            run.deadline = run.started + handle.timeout
+        self.holdings.runs[claimed.id] = run
+        if handle.is_async:
+            if self._loop is None:
+                self._loop = EventLoopThread()
+            self._loop.submit(self._execute_async(run))
+        else:
+            if self._pool is None:
+                self._pool = Pool(self.capacity)
+            self._pool.submit(lambda: self._execute(run))
+        return run
+
+    def _execute(self, run: Run) -> None:
+        try:
+            busy = self.slots.acquire(run)
+            if busy is not None:
+                run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)  # a refusal reaches on_settled
+                return
+            try:
+                run.outcome = run_attempt(run.handle, run.claimed, run.token, alias=self.alias)
+            finally:
+                self.slots.release(run)
+        finally:
+            self.holdings.finish(run)
+
+    async def _execute_async(self, run: Run) -> None:
+        try:
+            busy = await asyncio.to_thread(self.slots.acquire, run) if run.handle.concurrency else None
+            if busy is not None:
+                run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)
+                return
+            try:
+                run.outcome = await run_attempt_async(run.handle, run.claimed, run.token, alias=self.alias)
+            finally:
+                if run.slot is not None:
+                    await asyncio.to_thread(self.slots.release, run)
+        finally:
+            self.holdings.finish(run)
+
+    def close(self, wait: float) -> None:
+        """Stop the body threads (idle ones exit at once; busy ones are abandoned)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait)
+            self._pool = None
+        if self._loop is not None:
+            self._loop.shutdown()
+            self._loop = None
