@@ -212,3 +212,19 @@ def test_async_bodies_cannot_compensate_or_use_steps(declare) -> None:
 
     trace = run_job(stepper, k="x")
     assert (trace.state, trace.error_code) == ("dead", "X_JOB_DECLARATION_INVALID")
+
+
+def test_ctx_step_offers_only_the_documented_calls(declare) -> None:
+    seen: dict[str, object] = {}
+
+    @declare(idempotency_key="{k}", tenant=NO_TENANT)
+    def probe(ctx, *, k: str) -> list[str]:
+        seen["repr"] = repr(ctx.step)
+        for internal in ("load", "run_internal", "mark", "latched", "compensators", "store", "_enter"):
+            with pytest.raises(AttributeError):
+                getattr(ctx.step, internal)
+        return [name for name in dir(ctx.step) if not name.startswith("_")]
+
+    trace = run_job(probe, k="api")
+    assert (trace.state, trace.result) == ("done", ["run", "sleep", "wait_for_event"])
+    assert str(seen["repr"]).startswith("<Steps run_id=")

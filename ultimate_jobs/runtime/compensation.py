@@ -42,7 +42,7 @@ from ultimate_jobs.declaration import UNWIND_MARGIN
 from ultimate_jobs.errors import X_JOB_COMPENSATION_FAILED, X_LEASE_LAPSED, X_STEP_OUTCOME_UNKNOWN, JobCancelled
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.failures import format_error
-from ultimate_jobs.runtime.steps import COMPENSATE_PREFIX, UNWIND_STEP, ReplayEnd, Suspension
+from ultimate_jobs.runtime.steps import COMPENSATE_PREFIX, UNWIND_STEP, ReplayEnd, Suspension, engine_of
 
 if TYPE_CHECKING:
     from ultimate_jobs.context import JobContext
@@ -72,7 +72,7 @@ def stop(handle: JobHandle, claimed: ClaimedJob, text: str, code: str, reason: s
 
 def resume(handle: JobHandle, claimed: ClaimedJob, ctx: JobContext, kwargs: dict[str, Any]) -> Settlement | None:
     """An attempt that unwinds: replay the body to re-register its compensators, then unwind."""
-    steps: Steps = ctx.step
+    steps = engine_of(ctx.step)
     failure = _original_failure(handle, claimed, steps)
     steps.replay_only = True
     try:

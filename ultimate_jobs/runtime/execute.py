@@ -45,7 +45,7 @@ from ultimate_jobs.runtime.compensation import forward_attempts, needs_unwind, u
 from ultimate_jobs.runtime.compensation import resume as resume_unwind
 from ultimate_jobs.runtime.failures import format_error
 from ultimate_jobs.runtime.progress import Progress
-from ultimate_jobs.runtime.steps import Steps, Suspension
+from ultimate_jobs.runtime.steps import StepAPI, Steps, Suspension, engine_of
 from ultimate_jobs.runtime.tenancy import tenant_context
 from ultimate_jobs.tracing import job_span, record_error
 
@@ -64,8 +64,8 @@ def build_context(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
     ctx = JobContext(job_id=claimed.id, run_id=claimed.run_id, name=claimed.name, queue=claimed.queue,
                      attempt=claimed.attempt, max_attempts=forward_attempts(handle, claimed),
                      tenant_id=claimed.tenant_id, enqueued_by=claimed.enqueued_by, cancelled=token)
-    ctx.step = _AsyncBodySteps(handle.name) if handle.is_async else Steps(handle=handle, claimed=claimed,
-                                                                          token=token, store=store)
+    ctx.step = _AsyncBodySteps(handle.name) if handle.is_async else StepAPI(Steps(handle=handle, claimed=claimed,
+                                                                                  token=token, store=store))
     ctx._progress = Progress(store=store, claimed=claimed, token=token, offload=handle.is_async)
     return ctx, jsoncodec.loads(claimed.payload)
 
@@ -85,9 +85,10 @@ def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
         ctx, kwargs = build_context(handle, claimed, token, store)
     except Exception as error:  # an undecodable payload is the attempt's failure
         return decide(handle, claimed, token, error=error)
+    steps = engine_of(ctx.step)
     with tenant_context(claimed.tenant_id), _span(claimed) as span:
         try:
-            if handle.compensates and needs_unwind(handle, claimed, ctx.step):
+            if handle.compensates and needs_unwind(handle, claimed, steps):
                 return _finish(handle, claimed, ctx, _guarded_unwind(
                     handle, claimed, token, lambda: resume_unwind(handle, claimed, ctx, kwargs)))
             result = handle.fn(ctx, **kwargs)
@@ -96,8 +97,8 @@ def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
         except Exception as error:  # the body's failure is data for the retry decision
             record_error(span, error)
             _release_broken_connections()
-            return _finish(handle, claimed, ctx, verdict(handle, claimed, token, ctx.step, error=error))
-        return _finish(handle, claimed, ctx, verdict(handle, claimed, token, ctx.step, result=result))
+            return _finish(handle, claimed, ctx, verdict(handle, claimed, token, steps, error=error))
+        return _finish(handle, claimed, ctx, verdict(handle, claimed, token, steps, result=result))
 
 
 async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,

@@ -136,8 +136,42 @@ class ReplayEnd(BaseException):
     """Internal: an unwind's replay reached a step that never completed; the body stops there."""
 
 
+class StepAPI:
+    """``ctx.step``: the documented step calls — ``run``, ``sleep``, ``wait_for_event`` — over the
+    attempt's engine (``Steps``), which stays the runtime's own."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Steps) -> None:
+        self._engine = engine
+
+    def run(self, name: str, fn: Callable[[], Any], *, once: bool = False, atomic: bool = False,
+            compensate: Callable[[Any], Any] | None = None) -> Any:
+        """Run ``fn()`` once ever for this run and answer its stored JSON form (see the module)."""
+        return self._engine.run(name, fn, once=once, atomic=atomic, compensate=compensate)
+
+    def sleep(self, name_or_duration: Any, duration: Any = None) -> None:
+        """Suspend the run until ``duration`` has passed (on the database clock); no attempt burned."""
+        self._engine.sleep(name_or_duration, duration)
+
+    def wait_for_event(self, name: str, event: str, match: dict[str, Any] | None = None,
+                       timeout: Any = None) -> Any:
+        """Suspend until ``publish_event(event, payload)`` with ``payload`` containing ``match`` is
+        published after the wait began; answer the payload, or ``None`` once ``timeout`` passed."""
+        return self._engine.wait_for_event(name, event, match, timeout)
+
+    def __repr__(self) -> str:
+        return repr(self._engine)
+
+
+def engine_of(step: StepAPI) -> Steps:
+    """Internal: the engine behind a ``ctx.step``, for the runtime and the factories' framework steps."""
+    return step._engine
+
+
 class Steps:
-    """``ctx.step``: one attempt's view of its run's steps (see the module docstring)."""
+    """The step engine of one attempt: what ``ctx.step`` (``StepAPI``) calls, plus the reads and
+    marks the unwind and the factories use (see the module docstring)."""
 
     def __init__(self, *, handle: JobHandle, claimed: ClaimedJob, token: CancelToken, store: Store) -> None:
         self.handle = handle
@@ -249,7 +283,12 @@ class Steps:
             EVENT_POLL_WITH_WAKE if self.store.supports_listen_notify else EVENT_POLL_WITHOUT_WAKE)
         self._suspend(name, poll if remaining is None else min(poll, remaining), waiting=True)
 
-    # -- used by the unwind (ultimate_jobs.runtime.compensation) -------------------------------------------
+    # -- used by the unwind (ultimate_jobs.runtime.compensation) and the factories ------------------
+
+    def completed(self, name: str) -> bool:
+        """Whether step ``name`` of this run is stored completed (a replay will not run it)."""
+        row = self.load().get(name)
+        return row is not None and row.status == "completed"
 
     def load(self) -> dict[str, StepRow]:
         """Every stored step of the run, read once per attempt."""

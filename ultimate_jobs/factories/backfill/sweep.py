@@ -46,6 +46,7 @@ from ultimate_jobs.errors import (
 from ultimate_jobs.factories.backfill.ledger import Ledger
 from ultimate_jobs.factories.pacer import Pacer
 from ultimate_jobs.models import Job
+from ultimate_jobs.runtime.steps import engine_of
 
 if TYPE_CHECKING:
     from ultimate_jobs.factories.backfill.declaration import Backfill
@@ -166,8 +167,7 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
 
 
 def _completed(ctx: Any, name: str) -> bool:
-    row = ctx.step.load().get(name)
-    return row is not None and row.status == "completed"
+    return engine_of(ctx.step).completed(name)
 
 
 def job_cancelled(job_id: Any, database: str) -> bool:
