@@ -95,6 +95,34 @@ else:
         "TEST": {"NAME": f"test_uj_{os.environ.get('JOBS_TEST_RUN', os.getpid())}"},
     }}
 
+# The store contract suite (tests/store_contract/) runs on both databases in one run: the other
+# backend is a second alias, set up only when a test asks for it (pytest-django creates the test
+# databases the tests name). A worker process joining the suite's database needs none.
+CONTRACT_ALIASES: dict[str, str] = {BACKEND: "default"}
+if not _joined:
+    if BACKEND == "postgres":
+        _contract_path = os.path.join(tempfile.gettempdir(), f"ultimate-jobs-contract-{os.getpid()}.sqlite3")
+        DATABASES["sqlite"] = {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": _contract_path,
+            "TEST": {"NAME": _contract_path},
+            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"},
+        }
+        CONTRACT_ALIASES["sqlite"] = "sqlite"
+    elif _postgres_answers():
+        url = urlparse(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/ultimate_jobs")
+        DATABASES["postgres"] = {
+            "ENGINE": "django.db.backends.postgresql",
+            "HOST": url.hostname or "127.0.0.1",
+            "PORT": url.port or 5432,
+            "USER": url.username or "postgres",
+            "PASSWORD": url.password or "",
+            "NAME": url.path.lstrip("/") or "ultimate_jobs",
+            "CONN_MAX_AGE": 0,
+            "TEST": {"NAME": f"test_uj_contract_{os.environ.get('JOBS_TEST_RUN', os.getpid())}"},
+        }
+        CONTRACT_ALIASES["postgres"] = "postgres"
+
 ULTIMATE_JOBS = {
     "VISIBILITY_TIMEOUT": os.environ.get("JOBS_TEST_VISIBILITY", "30s"),
     "CLAIM_LEASE": os.environ.get("JOBS_TEST_CLAIM_LEASE", "30s"),
