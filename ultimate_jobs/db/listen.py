@@ -12,6 +12,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
+
+import psycopg
+from django.db import connections
+from psycopg import sql
 
 from ultimate_jobs.db.store import JOBS_CHANNEL
 
@@ -34,7 +39,7 @@ class Listener:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ultimate-jobs-listen", daemon=True)
         self.connected = threading.Event()
-        self._conn = None
+        self._conn: psycopg.Connection[Any] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -52,10 +57,7 @@ class Listener:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(wait)
 
-    def _dial(self):  # type: ignore[no-untyped-def]
-        import psycopg
-        from django.db import connections
-
+    def _dial(self) -> psycopg.Connection[Any]:
         params = connections[self.alias].get_connection_params()
         params.pop("cursor_factory", None)
         params.pop("context", None)
@@ -64,20 +66,18 @@ class Listener:
         return psycopg.connect(autocommit=True, **params)
 
     def _run(self) -> None:
-        from psycopg import sql
-
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                self._conn = self._dial()
-                self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                conn = self._conn = self._dial()
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 self.connected.set()
                 backoff = 0.1
                 self.on_wake("")  # a poll covers whatever was sent while nobody listened
                 while not self._stop.is_set():
                     # A cancel does not interrupt notifies(): the timeout is what bounds stop(),
                     # and so how long a --burst worker takes to return after its last job.
-                    for note in self._conn.notifies(timeout=STOP_CHECK):
+                    for note in conn.notifies(timeout=STOP_CHECK):
                         if not self.queues or note.payload in self.queues or not note.payload:
                             self.on_wake(note.payload)
             except Exception as exc:  # the listener must outlive any connection failure
@@ -88,10 +88,10 @@ class Listener:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:
-                conn, self._conn = self._conn, None
-                if conn is not None:
+                dialled, self._conn = self._conn, None
+                if dialled is not None:
                     try:
-                        conn.close()
+                        dialled.close()
                     except Exception:  # closing a broken connection may fail; nothing to keep
                         pass
         self.connected.clear()

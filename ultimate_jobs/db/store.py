@@ -56,7 +56,7 @@ class Settlement(NamedTuple):
     stop_reason: str | None = None
     delay: float = 0.0
     uncount: bool = False
-    after: Callable[[], None] | None = None
+    after: Callable[[], object] | None = None
 
 
 class StepRow(NamedTuple):

@@ -64,7 +64,7 @@ class CounterStatements(PostgresConnection):
         """Fold 1-minute counter buckets older than ``before`` into the coarser tiers; answer rows written."""
         with self._cursor() as cursor:
             cursor.execute(COUNTER_FOLD, {"before": before})
-            return cursor.rowcount
+            return int(cursor.rowcount)
 
     def counter_add(self, *, events: Sequence[tuple[str, str, str]], now: datetime | None) -> None:
         """Count one ``(name, queue, outcome)`` event each (minute bucket and all-time row)."""

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 from uuid import UUID
 
 
+@overload
+def ts(value: datetime) -> str: ...
+@overload
+def ts(value: None) -> None: ...
 def ts(value: datetime | None) -> str | None:
     """A timestamp as Django's SQLite backend stores it: naive UTC text with microseconds."""
     if value is None:

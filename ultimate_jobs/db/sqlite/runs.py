@@ -191,7 +191,7 @@ class RunStatements(SqliteConnection):
     def job_progress(self, *, job_id: UUID, claim: UUID, progress: str, now: datetime | None) -> bool:
         with self._cursor() as cursor:
             cursor.execute(JOB_PROGRESS, [progress, job_id.hex, claim.hex])
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
 
     def job_wake_waiter(self, *, job_id: UUID, now: datetime | None) -> bool:
         stamp = ts(now or clock.now())
@@ -204,4 +204,4 @@ class RunStatements(SqliteConnection):
             if self.event_find(name=event, match=match, since=parse_ts(started_at) or clock.now()) is None:
                 return False
             cursor.execute(JOB_WAKE, [stamp, stamp, job_id.hex, stamp])
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
