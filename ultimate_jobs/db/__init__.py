@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from ultimate_jobs.db.store import ClaimedJob, JobRow, LeaderLease, Settlement, StepRow, Store
+from ultimate_jobs.db.store import (
+    JOBS_CHANNEL,
+    OUTBOX_CHANNEL,
+    ClaimedJob,
+    Inserted,
+    JobRow,
+    LeaderLease,
+    Purged,
+    Rescued,
+    SettledAndClaimed,
+    Settlement,
+    StepRow,
+    StepWrite,
+    Store,
+)
 
-__all__ = ["ClaimedJob", "JobRow", "LeaderLease", "Settlement", "StepRow", "Store", "close_connection", "store_for"]
+__all__ = ["JOBS_CHANNEL", "OUTBOX_CHANNEL", "ClaimedJob", "Inserted", "JobRow", "LeaderLease", "Purged", "Rescued",
+           "SettledAndClaimed", "Settlement", "StepRow", "StepWrite", "Store", "close_connection", "store_for"]
 
 _stores: dict[str, Store] = {}
 
