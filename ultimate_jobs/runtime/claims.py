@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ClaimedJob, Settlement, Store
-from ultimate_jobs.declaration import check_queue_name, get_job_handle, registered_jobs
+from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 from ultimate_jobs.faults import fault
+from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.runtime import settled as settled_hooks
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 from ultimate_jobs.runtime.limits import ProcessLimits

@@ -56,9 +56,9 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import close_connection, store_for
 from ultimate_jobs.db.listen import Listener
-from ultimate_jobs.declaration import check_queue_name
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_CONFIG_INVALID, X_DRAINING, X_JOB_CLAIM_QUEUES_EMPTY, JobsError
+from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.runtime.claims import Claims, parse_concurrency
 from ultimate_jobs.runtime.drain import Drain
 from ultimate_jobs.runtime.leases import LeaseKeeper
