@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("ultimate_jobs")
 
 TRIES = 3
-OUTCOMES = ("completed", "dead-lettered", "dropped", "refused")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

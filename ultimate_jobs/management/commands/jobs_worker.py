@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -11,10 +12,12 @@ from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import log_to_stderr
 from ultimate_jobs.outbox import Relay
-from ultimate_jobs.runtime.roles import BackgroundRoles, available_roles
+from ultimate_jobs.runtime.roles import BackgroundRoles, Service
 from ultimate_jobs.runtime.worker import Worker
+from ultimate_jobs.schedule.scheduler import Scheduler
 
 ROLES = ("worker", "scheduler", "relay")
+ROLE_CLASSES: dict[str, Callable[[], Service]] = {"relay": Relay, "scheduler": Scheduler}
 
 
 def _positive_int(text: str) -> int:
@@ -61,11 +64,7 @@ class Command(BaseCommand):
         roles = options["roles"]
         if "worker" not in roles:
             raise CommandError("jobs_worker needs the worker role; run jobs_relay or jobs_scheduler for one role.")
-        explicit = options["roles"] is not self._default_roles
-        missing = [r for r in roles if r != "worker" and r not in available_roles()]
-        if missing and explicit:
-            raise CommandError(f"role(s) {', '.join(missing)} are not available in this version.")
-        background_roles = [r for r in roles if r != "worker" and r not in missing]
+        background_roles = [r for r in roles if r != "worker"]
         relay = None
         if options["burst"] and "relay" in background_roles:
             # A burst worker publishes what is staged before it decides nothing is runnable, so a
@@ -79,7 +78,7 @@ class Command(BaseCommand):
                             on_idle=relay.burst_pass if relay is not None else None)
         except (JobsError, ValueError) as err:
             raise CommandError(str(err)) from None
-        background = BackgroundRoles(background_roles)
+        background = BackgroundRoles({role: ROLE_CLASSES[role]() for role in background_roles})
         background.start()
         try:
             stats = worker.run()
