@@ -48,13 +48,11 @@ from django.db import DatabaseError, InterfaceError, OperationalError, transacti
 
 from ultimate_jobs import clock, faults
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.db import JobRow, close_connection, store_for
-from ultimate_jobs.db.listen import Listener
-from ultimate_jobs.db.postgres import OUTBOX_CHANNEL
+from ultimate_jobs.db import OUTBOX_CHANNEL, JobRow, close_connection, store_for
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
-from ultimate_jobs.service_loop import ServiceLoop
+from ultimate_jobs.service_loop import ServiceLoop, Stoppable
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -247,12 +245,8 @@ class Relay:
         log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id, exc, delay)
         close_connection(self.alias)
 
-    def _listen(self) -> Listener | None:
-        if not self.store.supports_listen_notify or self.burst:
-            return None
-        listener = Listener(self.alias, [], self.wake, channel=OUTBOX_CHANNEL)
-        listener.start()
-        return listener
+    def _listen(self) -> Stoppable | None:
+        return None if self.burst else self.store.listen(channel=OUTBOX_CHANNEL, on_wake=self.wake)
 
     def run(self, *, install_signals: bool = True) -> dict[str, int]:
         """Publish until stopped (or, with ``burst``, until a pass claims nothing); answer the counts."""

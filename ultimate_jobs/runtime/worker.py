@@ -54,8 +54,7 @@ from uuid import UUID
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.db import close_connection, store_for
-from ultimate_jobs.db.listen import Listener
+from ultimate_jobs.db import JOBS_CHANNEL, close_connection, store_for
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_CONFIG_INVALID, X_DRAINING, X_JOB_CLAIM_QUEUES_EMPTY, JobsError
 from ultimate_jobs.names import check_queue_name
@@ -67,7 +66,7 @@ from ultimate_jobs.runtime.presence import Presence
 from ultimate_jobs.runtime.runs import Holdings, Run
 from ultimate_jobs.runtime.settling import Settler
 from ultimate_jobs.runtime.slots import FleetSlots
-from ultimate_jobs.service_loop import PassFailed, ServiceLoop
+from ultimate_jobs.service_loop import PassFailed, ServiceLoop, Stoppable
 
 __all__ = ["Run", "Worker", "parse_concurrency"]
 
@@ -192,12 +191,8 @@ class Worker:
         if not queue or queue in self.queues:
             self._service.wake()
 
-    def _listen(self) -> Listener | None:
-        if not self.store.supports_listen_notify:
-            return None
-        listener = Listener(self.alias, self.queues, self.wake)
-        listener.start()
-        return listener
+    def _listen(self) -> Stoppable | None:
+        return self.store.listen(channel=JOBS_CHANNEL, on_wake=self.wake, queues=self.queues)
 
     def _tick(self) -> float | None:
         """One pass of ``run()``; answer how long to wait before the next, or None to exit."""
