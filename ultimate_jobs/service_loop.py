@@ -136,7 +136,7 @@ class ServiceLoop:
 
     @contextlib.contextmanager
     def _signals_installed(self, install: bool) -> Iterator[None]:
-        previous: dict[int, Any] = {}
+        previous: dict[signal.Signals, Any] = {}
         if install and threading.current_thread() is threading.main_thread():
             for signum in SIGNALS:
                 previous[signum] = signal.signal(signum, self._handle)

@@ -33,6 +33,7 @@ Logged events: ``jobs.compensation.started``, ``jobs.compensation.done`` (info),
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,7 @@ def unwind(handle: JobHandle, claimed: ClaimedJob, steps: Steps, failure: Settle
                                  "stop_reason": failure.stop_reason})
     for name, undo, output in reversed(steps.compensators):
         try:
-            steps.run_internal(COMPENSATE_PREFIX + name, lambda undo=undo, output=output: undo(output))
+            steps.run_internal(COMPENSATE_PREFIX + name, functools.partial(undo, output))
         except JobCancelled:
             raise
         except Exception as exc:  # a compensator failed: back to the queue while attempts remain

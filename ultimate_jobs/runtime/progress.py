@@ -60,8 +60,8 @@ class Progress:
         self._futures: list[concurrent.futures.Future[None]] = []
 
     def report(self, done: Any, total: Any = None, note: Any = None) -> None:
-        value = {"done": _number(done, "done"), "total": None if total is None else _number(total, "total"),
-                 "note": None}
+        value: dict[str, Any] = {"done": _number(done, "done"),
+                                 "total": None if total is None else _number(total, "total"), "note": None}
         if note is not None:
             if not isinstance(note, str):
                 raise JobsError(X_PROGRESS_INVALID, f"ctx.progress: note={note!r} must be a string.")

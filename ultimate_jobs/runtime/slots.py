@@ -74,7 +74,7 @@ class FleetSlots:
         holding = [r for r in runs if r.slot is not None]
         if not holding:
             return
-        renewed = self.store.lease_renew(held=[(r.slot[0], r.slot[1], r.claimed.id) for r in holding  # type: ignore[index]
+        renewed = self.store.lease_renew(held=[(r.slot[0], r.slot[1], r.claimed.id) for r in holding
                                                if r.slot is not None],
                                          holder=self.holder, ttl=self.ttl, now=clock.sql_now())
         for run in holding:

@@ -238,9 +238,9 @@ class Steps:
             return
         if self.replay_only:
             raise self._latch(ReplayEnd(name))
+        remaining: float | None = seconds
         if row is None:
             self._begin(name, self._take_seq(), wake_in=seconds)
-            remaining = seconds
         else:
             remaining = self._remaining(row)
         if remaining is None or remaining <= 0:
