@@ -81,7 +81,7 @@ def test_burst_ends_at_the_first_idle_pass() -> None:
 
 def test_without_burst_an_idle_pass_waits_and_wake_cuts_the_wait_short() -> None:
     loop, _ = _loop()
-    passes = []
+    passes: list[int] = []
 
     def tick() -> float | None:
         passes.append(len(passes))
@@ -96,7 +96,7 @@ def test_without_burst_an_idle_pass_waits_and_wake_cuts_the_wait_short() -> None
 
 def test_stop_ends_the_loop_after_the_pass_in_flight_unless_it_drains() -> None:
     loop, _ = _loop()
-    passes = []
+    passes: list[int] = []
 
     def tick() -> float | None:
         passes.append(1)
@@ -132,11 +132,16 @@ def test_signals_reach_the_service_and_the_old_handlers_come_back() -> None:
 
 def test_signals_are_left_alone_when_asked_or_off_the_main_thread() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    seen = []
+    seen: list[object] = []
+
+    def tick() -> float | None:
+        seen.append(signal.getsignal(signal.SIGTERM))
+        return None
+
     loop, _ = _loop()
-    loop.run(lambda: seen.append(signal.getsignal(signal.SIGTERM)), install_signals=False)  # type: ignore[func-returns-value]
+    loop.run(tick, install_signals=False)
     other, _ = _loop()
-    thread = threading.Thread(target=other.run, args=(lambda: seen.append(signal.getsignal(signal.SIGTERM)),))
+    thread = threading.Thread(target=other.run, args=(tick,))
     thread.start()
     thread.join(5)
     assert seen == [before, before]
