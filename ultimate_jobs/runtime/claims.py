@@ -129,7 +129,7 @@ class Claims:
         try:
             if batch:
                 fault("before_ack")
-            settled, claimed = self.store.job_settle_and_claim(
+            answer = self.store.job_settle_and_claim(
                 settlements=[r.outcome for r in batch if r.outcome is not None], claims=claims, names=names,
                 worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now(),
                 blocked_tenants=blocked)
@@ -138,6 +138,7 @@ class Claims:
             # The claim may have committed with its answer lost: reconcile before the next claim.
             self.reconcile_due = bool(claims)
             return []  # the settlements stay pending: the fenced statement is safe to send again
+        settled, claimed = answer.settled, answer.claimed
         holdings.pending = []
         self.settler.record(batch, settled)
         self.last_claim_full = any(len(claimed.get(q, ())) == n for q, n in claims.items())

@@ -123,8 +123,8 @@ class LeaseKeeper:
         except self._db_errors as exc:
             self._on_db_error("jobs.rescue.failed", exc)
             return
-        for job_id, name, queue, state in rescued:
-            log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job_id, name, queue, state)
-            handle = get_job_handle(name)
-            if handle is not None and handle.on_settled is not None and state in ("dead", "failed"):
-                self.settler.after(functools.partial(settled_hooks.deliver_rescued, handle, job_id, self.alias))
+        for job in rescued:
+            log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job.id, job.name, job.queue, job.state)
+            handle = get_job_handle(job.name)
+            if handle is not None and handle.on_settled is not None and job.state in ("dead", "failed"):
+                self.settler.after(functools.partial(settled_hooks.deliver_rescued, handle, job.id, self.alias))

@@ -53,9 +53,9 @@ class Settler:
         if not batch:
             return
         try:
-            settled, _ = self.store.job_settle_and_claim(
+            settled = self.store.job_settle_and_claim(
                 settlements=[r.outcome for r in batch if r.outcome is not None], claims={}, names=[],
-                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now())
+                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now()).settled
         except self._db_errors as exc:
             self._on_db_error("jobs.settle.failed", exc)
             return  # kept pending: the fenced statement is safe to send again
