@@ -267,16 +267,16 @@ def test_with_worker_drains_what_it_holds_on_exit_and_stops_its_threads(declare)
         return "returned"
 
     interrupted, done = patient.enqueue(k="held"), jobs.noop.enqueue(key="quick")
-    before = threading.active_count()
+    before = set(threading.enumerate())
     with Worker(queues=["default"], drain_timeout=10) as worker:
-        assert threading.active_count() == before and worker.state == "idle"  # entering starts nothing
+        assert set(threading.enumerate()) <= before and worker.state == "idle"  # entering starts nothing
         assert {run.id for run in worker.run_once()} == {interrupted.id, done.id}
     assert worker.state == "stopped" and not worker.runs
     assert worker.stats["settled"] == 2  # both settled at exit: the drained body returned normally
     assert Job.objects.get(id=interrupted.id).state == "done"
     assert Job.objects.get(id=done.id).state == "done"
     assert ops.get_job(interrupted.id)["result"] == "returned"
-    assert not [t for t in threading.enumerate() if t.name.startswith("ultimate-jobs")]
+    assert not set(threading.enumerate()) - before  # its body threads are gone
 
 
 def test_with_worker_around_run_on_another_thread_stops_it_on_exit() -> None:

@@ -111,19 +111,21 @@ class Worker:
         self.presence = Presence(worker_id=self.worker_id, alias=self.alias, queues=self.queues,
                                  slots=self.capacity, visibility=self.visibility)
         self._service = ServiceLoop(burst=burst, drains=True, on_signal=lambda signum: self.stop(X_DRAINING),
-                                 on_second_signal=self._killed)
+                                    on_second_signal=self._killed)
         self.holdings = Holdings(self._service.wake)
         slots = FleetSlots(self.store, holder=self.worker_id, ttl=self.visibility,
                            wait_delay=max(self.poll_interval, 0.25))
-        shared: dict[str, Any] = {"store": self.store, "worker_id": self.worker_id, "visibility": self.visibility,
-                                  "holdings": self.holdings, "on_db_error": self._db_failed,
-                                  "db_errors": _DB_ERRORS}
-        self.settler = Settler(woken=self._service.woken, **shared)
-        self.claims = Claims(alias=self.alias, queues=self.queues, concurrency=self.concurrency,
-                             capacity=self.capacity, limits=ProcessLimits(conf.LIMITS), slots=slots,
-                             settler=self.settler, **shared)
-        self.leases = LeaseKeeper(alias=self.alias, interval=self.heartbeat_interval, slots=slots,
-                                  presence=self.presence, settler=self.settler, **shared)
+        self.settler = Settler(store=self.store, worker_id=self.worker_id, visibility=self.visibility,
+                               holdings=self.holdings, woken=self._service.woken, on_db_error=self._db_failed,
+                               db_errors=_DB_ERRORS)
+        self.claims = Claims(store=self.store, alias=self.alias, worker_id=self.worker_id, visibility=self.visibility,
+                             queues=self.queues, concurrency=self.concurrency, capacity=self.capacity,
+                             limits=ProcessLimits(conf.LIMITS), slots=slots, holdings=self.holdings,
+                             settler=self.settler, on_db_error=self._db_failed, db_errors=_DB_ERRORS)
+        self.leases = LeaseKeeper(store=self.store, alias=self.alias, worker_id=self.worker_id,
+                                  visibility=self.visibility, interval=self.heartbeat_interval,
+                                  holdings=self.holdings, slots=slots, presence=self.presence, settler=self.settler,
+                                  on_db_error=self._db_failed, db_errors=_DB_ERRORS)
         self.drain = Drain(timeout=self.drain_timeout, worker_id=self.worker_id, holdings=self.holdings,
                            settler=self.settler, loop=self._service)
         self._pass_failed = False
