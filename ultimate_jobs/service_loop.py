@@ -146,3 +146,18 @@ class ServiceLoop:
             for signum, handler in previous.items():
                 if handler is not None:  # None: installed outside Python, nothing to put back
                     signal.signal(signum, handler)
+
+
+class LoopedService:
+    """What the worker, the relay and the scheduler share on top of their ``ServiceLoop``."""
+
+    _loop: ServiceLoop
+
+    @property
+    def burst(self) -> bool:
+        """Whether the loop ends at the first idle pass (settable until ``run()``)."""
+        return self._loop.burst
+
+    @burst.setter
+    def burst(self, value: bool) -> None:
+        self._loop.burst = value

@@ -52,7 +52,7 @@ from ultimate_jobs.db import OUTBOX_CHANNEL, JobRow, close_connection, store_for
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
-from ultimate_jobs.service_loop import ServiceLoop, Stoppable
+from ultimate_jobs.service_loop import LoopedService, ServiceLoop, Stoppable
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -66,7 +66,7 @@ class _LeaseLost(Exception):
     """The publish transaction's mark matched fewer rows than it published: another relay holds them."""
 
 
-class Relay:
+class Relay(LoopedService):
     """One relay's loop; see the module docstring."""
 
     def __init__(self, *, database: str | None = None, batch_size: int | None = None, lease: Any = None,
@@ -105,15 +105,6 @@ class Relay:
         if self.on_pass is not None:
             self.on_pass(self, published)
         return published
-
-    @property
-    def burst(self) -> bool:
-        """Whether the loop ends at the first idle pass (settable until ``run()``)."""
-        return self._loop.burst
-
-    @burst.setter
-    def burst(self, value: bool) -> None:
-        self._loop.burst = value
 
     def _publish(self, batch: list[JobRow]) -> int:
         try:

@@ -66,7 +66,7 @@ from ultimate_jobs.runtime.presence import Presence
 from ultimate_jobs.runtime.runs import Holdings, Run
 from ultimate_jobs.runtime.settling import Settler
 from ultimate_jobs.runtime.slots import FleetSlots
-from ultimate_jobs.service_loop import PassFailed, ServiceLoop, Stoppable
+from ultimate_jobs.service_loop import LoopedService, PassFailed, ServiceLoop, Stoppable
 
 __all__ = ["Run", "Worker", "parse_concurrency"]
 
@@ -76,7 +76,7 @@ _DB_ERRORS = (OperationalError, InterfaceError, DatabaseError)
 EXIT_GRACE = 5.0  # seconds past the drain timeout ``with Worker()`` waits for a run() on another thread
 
 
-class Worker:
+class Worker(LoopedService):
     """One worker process's claim loop; see the module docstring."""
 
     def __init__(self, *, queues: Sequence[str] | None = None, concurrency: Any = None,
@@ -110,13 +110,13 @@ class Worker:
         self.state = "idle"
         self.presence = Presence(worker_id=self.worker_id, alias=self.alias, queues=self.queues,
                                  slots=self.capacity, visibility=self.visibility)
-        self._service = ServiceLoop(burst=burst, drains=True, on_signal=lambda signum: self.stop(X_DRAINING),
+        self._loop = ServiceLoop(burst=burst, drains=True, on_signal=lambda signum: self.stop(X_DRAINING),
                                     on_second_signal=self._killed)
-        self.holdings = Holdings(self._service.wake)
+        self.holdings = Holdings(self._loop.wake)
         slots = FleetSlots(self.store, holder=self.worker_id, ttl=self.visibility,
                            wait_delay=max(self.poll_interval, 0.25))
         self.settler = Settler(store=self.store, worker_id=self.worker_id, visibility=self.visibility,
-                               holdings=self.holdings, woken=self._service.woken, on_db_error=self._db_failed,
+                               holdings=self.holdings, woken=self._loop.woken, on_db_error=self._db_failed,
                                db_errors=_DB_ERRORS)
         self.claims = Claims(store=self.store, alias=self.alias, worker_id=self.worker_id, visibility=self.visibility,
                              queues=self.queues, concurrency=self.concurrency, capacity=self.capacity,
@@ -127,7 +127,7 @@ class Worker:
                                   holdings=self.holdings, slots=slots, presence=self.presence, settler=self.settler,
                                   on_db_error=self._db_failed, db_errors=_DB_ERRORS)
         self.drain = Drain(timeout=self.drain_timeout, worker_id=self.worker_id, holdings=self.holdings,
-                           settler=self.settler, loop=self._service)
+                           settler=self.settler, loop=self._loop)
         self._pass_failed = False
         self._idle_wait = self.poll_interval
         self._exited = threading.Event()
@@ -147,15 +147,6 @@ class Worker:
         return started
 
     @property
-    def burst(self) -> bool:
-        """Whether the loop ends at the first idle pass (settable until ``run()``)."""
-        return self._service.burst
-
-    @burst.setter
-    def burst(self, value: bool) -> None:
-        self._service.burst = value
-
-    @property
     def runs(self) -> dict[UUID, Run]:
         """The runs claimed and not yet settled, by job id."""
         return self.holdings.runs
@@ -170,7 +161,7 @@ class Worker:
 
     def _db_failed(self, event: str, exc: BaseException) -> None:
         self._pass_failed = True
-        delay = self._service.backoff.failed()
+        delay = self._loop.backoff.failed()
         log.warning("%s worker=%s error=%r retry_in=%.2fs", event, self.worker_id, exc, delay)
         close_connection(self.alias)
 
@@ -191,7 +182,7 @@ class Worker:
 
     def wake(self, queue: str = "") -> None:
         if not queue or queue in self.queues:
-            self._service.wake()
+            self._loop.wake()
 
     def _listen(self) -> Stoppable | None:
         return self.store.listen(channel=JOBS_CHANNEL, on_wake=self.wake, queues=self.queues)
@@ -209,10 +200,10 @@ class Worker:
                 and time.monotonic() >= self.settler.burst_hold):
             if self.on_idle is not None and self.on_idle():
                 return 0.0
-            return self._service.idle(0.0)
+            return self._loop.idle(0.0)
         if not holdings.done.empty():
             self._idle_wait = self.poll_interval
-            self.settler.linger(self._service.stopping)
+            self.settler.linger(self._loop.stopping)
             return 0.0
         if started and self.claims.last_claim_full and self.claims.free_capacity() > 0:
             self._idle_wait = self.poll_interval
@@ -240,7 +231,7 @@ class Worker:
                  self.capacity)
         self._idle_wait = self.poll_interval
         try:
-            self._service.run(self._tick, install_signals=install_signals, listen=self._listen)
+            self._loop.run(self._tick, install_signals=install_signals, listen=self._listen)
         finally:
             self._stopped()
         return dict(self.stats)
@@ -259,7 +250,7 @@ class Worker:
         elif self.state == "idle" and (self.holdings.runs or self.holdings.pending):
             self.stop()
             try:
-                self._service.run(self._tick, install_signals=False)
+                self._loop.run(self._tick, install_signals=False)
             finally:
                 self._stopped()
         self.close()

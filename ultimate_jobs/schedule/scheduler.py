@@ -53,7 +53,7 @@ from ultimate_jobs.schedule import watermarks
 from ultimate_jobs.schedule.declarations import TaskHandle, registered_tasks, task
 from ultimate_jobs.schedule.leader import Leadership
 from ultimate_jobs.schedule.watermarks import TaskState
-from ultimate_jobs.service_loop import ServiceLoop
+from ultimate_jobs.service_loop import LoopedService, ServiceLoop
 
 __all__ = ["Fire", "Round", "Scheduler", "registered_tasks", "task"]
 
@@ -84,7 +84,7 @@ class Round:
     wait: float
 
 
-class Scheduler:
+class Scheduler(LoopedService):
     """The scheduler role; see the module docstring."""
 
     def __init__(self, *, tasks: Sequence[TaskHandle] | None = None, database: str | None = None,
@@ -137,15 +137,6 @@ class Scheduler:
         if self.on_round is not None:
             self.on_round(self, report)
         return report
-
-    @property
-    def burst(self) -> bool:
-        """Whether the loop ends at the first idle pass (settable until ``run()``)."""
-        return self._loop.burst
-
-    @burst.setter
-    def burst(self, value: bool) -> None:
-        self._loop.burst = value
 
     def _round(self) -> Round:
         lease = self.leadership.elect()
