@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from django.db import connections
+
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db.store import (
     JOBS_CHANNEL,
     OUTBOX_CHANNEL,
@@ -17,6 +20,7 @@ from ultimate_jobs.db.store import (
     StepWrite,
     Store,
 )
+from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 
 __all__ = ["JOBS_CHANNEL", "OUTBOX_CHANNEL", "ClaimedJob", "Inserted", "JobRow", "LeaderLease", "Purged", "Rescued",
            "SettledAndClaimed", "Settlement", "StepRow", "StepWrite", "Store", "close_connection", "store_for"]
@@ -25,12 +29,8 @@ _stores: dict[str, Store] = {}
 
 
 def store_for(alias: str | None = None) -> Store:
-    """The store for ``alias`` (default: the ``DATABASE`` setting)."""
-    from django.db import connections
-
-    from ultimate_jobs.conf import get_settings
-    from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
-
+    """The store for ``alias`` (default: the ``DATABASE`` setting). Each store module is imported
+    on first use, so a SQLite-only project never loads the PostgreSQL one."""
     alias = alias or get_settings().DATABASE
     store = _stores.get(alias)
     if store is None:
@@ -53,8 +53,6 @@ def store_for(alias: str | None = None) -> Store:
 def close_connection(alias: str) -> None:
     """Close this thread's connection to ``alias``: a worker, relay or scheduler thread's connection
     dies with the thread. A connection that is already broken may fail to close; the next use re-dials."""
-    from django.db import connections
-
     try:
         connections[alias].close()
     except Exception:  # closing is best effort: the next use re-dials
