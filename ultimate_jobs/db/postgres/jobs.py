@@ -23,6 +23,7 @@ from ultimate_jobs.db.store import (
     SettledAndClaimed,
     Settlement,
 )
+from ultimate_jobs.errors import X_LEASE_LAPSED
 
 # The rows of a batch as one array per column (sent in binary), unpacked into v: shared by the
 # insert and the outbox's staging, so both read a batch the same way.
@@ -180,7 +181,7 @@ settled AS (
                              THEN 'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'
                              ELSE 'lease lapsed on the final attempt (worker ' || coalesce(j.claimed_by, '?')
                                   || ' died or stalled)' END,
-           error_code = 'X_LEASE_LAPSED',
+           error_code = %(code)s,
            finished_at = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE t.now END,
            run_at = t.now, visible_at = NULL, updated_at = t.now
       FROM lapsed, t
@@ -353,7 +354,7 @@ class JobStatements(PostgresConnection):
     def job_rescue(self, *, now: datetime | None, names: Sequence[str], no_dead_letter: Sequence[str],
                    limit: int = 500) -> list[Rescued]:
         with self._cursor(kwargs_row(Rescued)) as cursor:
-            cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "names": list(names),
+            cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "names": list(names), "code": X_LEASE_LAPSED,
                                         "no_dead_letter": list(no_dead_letter)})
             return list(cursor.fetchall())
 

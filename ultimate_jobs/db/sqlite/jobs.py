@@ -21,6 +21,7 @@ from ultimate_jobs.db.store import (
     SettledAndClaimed,
     Settlement,
 )
+from ultimate_jobs.errors import X_LEASE_LAPSED
 from ultimate_jobs.states import TERMINAL_STATES
 
 JOB_INSERT_ROW: LiteralString = (
@@ -88,7 +89,7 @@ SELECT id, claim, name, queue, attempt, max_attempts, claimed_by FROM ultimate_j
 JOB_RESCUE: LiteralString = """
 -- Hand back one lapsed job: a compare-and-set on the claim token read above.
 UPDATE ultimate_jobs_job
-   SET state = %s, stop_reason = %s, last_error = %s, error_code = 'X_LEASE_LAPSED', finished_at = %s,
+   SET state = %s, stop_reason = %s, last_error = %s, error_code = %s, finished_at = %s,
        run_at = %s, visible_at = NULL, updated_at = %s
  WHERE id = %s AND claim IS %s AND state = 'running'
 """
@@ -233,7 +234,7 @@ class JobStatements(SqliteConnection):
                 state = ("failed" if name in no_dead_letter else "dead") if final else "ready"
                 error = (f"lease lapsed on the final attempt (worker {claimed_by} died or stalled)" if final
                          else f"lease lapsed: worker {claimed_by} died or stalled")
-                cursor.execute(JOB_RESCUE, [state, "lease-lapsed" if final else None, error,
+                cursor.execute(JOB_RESCUE, [state, "lease-lapsed" if final else None, error, X_LEASE_LAPSED,
                                             stamp if final else None, stamp, stamp, job_id, claim])
                 if cursor.rowcount == 1:
                     rescued.append(Rescued(id=as_uuid(job_id), name=name, queue=queue, state=state))
