@@ -31,7 +31,19 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Concatenate, Generic, NoReturn, ParamSpec, Protocol, TypedDict, TypeVar, Unpack, overload
+from typing import (
+    Any,
+    Concatenate,
+    Generic,
+    NoReturn,
+    ParamSpec,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    overload,
+)
 from uuid import UUID
 
 from ultimate_jobs import jsoncodec
@@ -335,6 +347,10 @@ class JobHandle(Generic[P, R]):
             "input": [{"name": n, "required": p.default is inspect.Parameter.empty,
                        "annotation": annotation_name(p)} for n, p in self.params.items()],
         }
+
+
+# Any declared job, whatever its input and result: what the runtime and the factories hold.
+AnyJobHandle: TypeAlias = JobHandle[..., Any]
 
 
 @dataclass(frozen=True, slots=True)

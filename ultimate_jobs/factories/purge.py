@@ -52,7 +52,7 @@ from django.db.models.manager import BaseManager
 
 from ultimate_jobs import clock
 from ultimate_jobs.context import CancelToken
-from ultimate_jobs.declaration import NO_TENANT, JobHandle, job
+from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, job
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
@@ -72,7 +72,7 @@ def cancelled() -> bool:
 
 
 def purge(*, name: str, targets: Iterable[Any], tenant: Any = NO_TENANT, queue: str = "default",
-          retry: Retry | int | None = None, timeout: Any = None) -> JobHandle:
+          retry: Retry | int | None = None, timeout: Any = None) -> AnyJobHandle:
     """Declare a purge job; see the module docstring for targets, the result and every refusal."""
     name = check_job_name(name)
     resolved = _resolve_targets(name, targets)
@@ -95,7 +95,7 @@ def purge(*, name: str, targets: Iterable[Any], tenant: Any = NO_TENANT, queue: 
     body.__qualname__ = f"purge({name!r})"
     body.__doc__ = f"Purge the expired rows of {', '.join(label for label, _ in resolved)}."
     key = name.replace("{", "{{").replace("}", "}}")  # the key is the name itself, never a format
-    handle: JobHandle = job(name=name, idempotency_key=key, tenant=tenant, queue=queue, retry=retry,
+    handle: AnyJobHandle = job(name=name, idempotency_key=key, tenant=tenant, queue=queue, retry=retry,
                             timeout=timeout)(body)
     return handle
 

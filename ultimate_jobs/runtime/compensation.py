@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.db.store import FENCED_OUT, Settlement
-from ultimate_jobs.declaration import UNWIND_MARGIN
+from ultimate_jobs.declaration import UNWIND_MARGIN, AnyJobHandle
 from ultimate_jobs.errors import X_JOB_COMPENSATION_FAILED, X_LEASE_LAPSED, X_STEP_OUTCOME_UNKNOWN, JobCancelled
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.failures import format_error
@@ -48,7 +48,6 @@ from ultimate_jobs.runtime.steps import COMPENSATE_PREFIX, UNWIND_STEP, ReplayEn
 if TYPE_CHECKING:
     from ultimate_jobs.context import JobContext
     from ultimate_jobs.db.store import ClaimedJob, Store
-    from ultimate_jobs.declaration import JobHandle
     from ultimate_jobs.runtime.steps import Steps
 
 log = logging.getLogger("ultimate_jobs")
@@ -56,22 +55,22 @@ log = logging.getLogger("ultimate_jobs")
 __all__ = ["UNWIND_MARGIN", "defer", "forward_attempts", "needs_unwind", "resume", "unwind"]
 
 
-def forward_attempts(handle: JobHandle, claimed: ClaimedJob) -> int:
+def forward_attempts(handle: AnyJobHandle, claimed: ClaimedJob) -> int:
     """The attempts the forward path may spend: the row's, less the unwind's margin."""
     return max(1, claimed.max_attempts - (UNWIND_MARGIN if handle.compensates else 0))
 
 
-def needs_unwind(handle: JobHandle, claimed: ClaimedJob, steps: Steps) -> bool:
+def needs_unwind(handle: AnyJobHandle, claimed: ClaimedJob, steps: Steps) -> bool:
     """Whether this attempt unwinds instead of running forward."""
     return handle.compensates and (UNWIND_STEP in steps.load() or claimed.attempt > forward_attempts(handle, claimed))
 
 
-def stop(handle: JobHandle, claimed: ClaimedJob, text: str, code: str, reason: str) -> Settlement:
+def stop(handle: AnyJobHandle, claimed: ClaimedJob, text: str, code: str, reason: str) -> Settlement:
     state = "dead" if handle.retry.dead_letter else "failed"
     return Settlement(claimed.id, claimed.claim, state, last_error=text, error_code=code, stop_reason=reason)
 
 
-def resume(handle: JobHandle, claimed: ClaimedJob, ctx: JobContext, kwargs: dict[str, Any]) -> Settlement | None:
+def resume(handle: AnyJobHandle, claimed: ClaimedJob, ctx: JobContext, kwargs: dict[str, Any]) -> Settlement | None:
     """An attempt that unwinds: replay the body to re-register its compensators, then unwind."""
     steps = engine_of(ctx.step)
     failure = _original_failure(handle, claimed, steps)
@@ -87,7 +86,7 @@ def resume(handle: JobHandle, claimed: ClaimedJob, ctx: JobContext, kwargs: dict
     return unwind(handle, claimed, steps, failure)
 
 
-def unwind(handle: JobHandle, claimed: ClaimedJob, steps: Steps, failure: Settlement) -> Settlement | None:
+def unwind(handle: AnyJobHandle, claimed: ClaimedJob, steps: Steps, failure: Settlement) -> Settlement | None:
     """Undo ``steps.compensators`` in reverse and answer how the attempt settles; ``failure`` is
     the stop the forward path decided (what the row ends with once the unwind is done)."""
     latched = steps.latched
@@ -120,7 +119,7 @@ def unwind(handle: JobHandle, claimed: ClaimedJob, steps: Steps, failure: Settle
     return failure
 
 
-def defer(handle: JobHandle, claimed: ClaimedJob, store: Store, failure: Settlement) -> Settlement:
+def defer(handle: AnyJobHandle, claimed: ClaimedJob, store: Store, failure: Settlement) -> Settlement:
     """A stop decided outside the body's thread (the worker failing a timed-out attempt): write
     ``unwinding`` and hand the row back at once, so the next claim unwinds."""
     if not handle.compensates or failure.state not in ("dead", "failed"):
@@ -136,7 +135,7 @@ def defer(handle: JobHandle, claimed: ClaimedJob, store: Store, failure: Settlem
                       error_code=failure.error_code, delay=0.0)
 
 
-def _original_failure(handle: JobHandle, claimed: ClaimedJob, steps: Steps) -> Settlement:
+def _original_failure(handle: AnyJobHandle, claimed: ClaimedJob, steps: Steps) -> Settlement:
     """The failure the unwind ends with: stored in ``unwinding``, else the row's last error
     (a final attempt that crashed or timed out before it could write the marker)."""
     row = steps.load().get(UNWIND_STEP)

@@ -21,12 +21,12 @@ from ultimate_jobs.runtime.execute import decide
 
 if TYPE_CHECKING:
     from ultimate_jobs.db.store import ClaimedJob, Settlement
-    from ultimate_jobs.declaration import JobHandle
+    from ultimate_jobs.declaration import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
 
-def expired(claimed: ClaimedJob, handle: JobHandle, token: CancelToken, deadline: float | None, now: float) -> bool:
+def expired(claimed: ClaimedJob, handle: AnyJobHandle, token: CancelToken, deadline: float | None, now: float) -> bool:
     """Whether the attempt passed ``deadline`` (its ``timeout``, on ``time.monotonic()``) or its
     current step its ``step_timeout``; if so the token is set (``X_JOB_TIMEOUT``) before answering."""
     step_deadline, step_name = token.step_deadline, token.step_name
@@ -40,7 +40,7 @@ def expired(claimed: ClaimedJob, handle: JobHandle, token: CancelToken, deadline
     return False
 
 
-def timed_out_outcome(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, store: Any) -> Settlement | None:
+def timed_out_outcome(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, store: Any) -> Settlement | None:
     """How a timed-out attempt settles: the retry decision on its ``X_JOB_TIMEOUT``; for a
     ``compensates=True`` job that fails for good, the unwind handed to the next claim; and the
     ``on_settled`` delivery attached."""

@@ -50,14 +50,14 @@ from ultimate_jobs.runtime.tenancy import tenant_context
 from ultimate_jobs.tracing import job_span, record_error
 
 if TYPE_CHECKING:
-    from ultimate_jobs.declaration import JobHandle
+    from ultimate_jobs.declaration import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
 TERMINAL_NOTE = "not retried: this code is classified terminal"
 
 
-def build_context(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
+def build_context(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken,
                   store: Store | None = None) -> tuple[JobContext, dict[str, Any]]:
     """The body's ``ctx`` (with ``ctx.step`` and ``ctx.progress`` wired to ``store``) and its input."""
     store = store if store is not None else store_for(None)
@@ -76,7 +76,7 @@ def _span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
                     traceparent=claimed.traceparent)
 
 
-def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
+def run_attempt(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *,
                 alias: str | None = None) -> Settlement | None:
     """Run one attempt of a sync body on this thread; answer how to settle it."""
     prepare_connections()
@@ -101,7 +101,7 @@ def run_attempt(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
         return _finish(handle, claimed, ctx, verdict(handle, claimed, token, steps, result=result))
 
 
-async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *,
+async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *,
                             alias: str | None = None) -> Settlement | None:
     """Run one attempt of an ``async def`` body on the worker's event loop."""
     ctx: JobContext | None = None
@@ -120,7 +120,7 @@ async def run_attempt_async(handle: JobHandle, claimed: ClaimedJob, token: Cance
     return outcome
 
 
-def verdict(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, steps: Steps, *, result: Any = None,
+def verdict(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, steps: Steps, *, result: Any = None,
             error: Exception | None = None) -> Settlement | None:
     """The settlement of a body that ran: a suspension, the retry decision, then the unwind."""
     latched = steps.latched
@@ -138,7 +138,7 @@ def verdict(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, steps: S
     return outcome
 
 
-def _guarded_unwind(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
+def _guarded_unwind(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken,
                     run: Callable[[], Settlement | None], failure: Settlement | None = None) -> Settlement | None:
     """Run an unwind; one that is cancelled settles as a cancel (or a drain), and one that breaks
     (a database error) goes back to the queue while the row has attempts: the next claim unwinds."""
@@ -157,7 +157,8 @@ def _guarded_unwind(handle: JobHandle, claimed: ClaimedJob, token: CancelToken,
                           delay=handle.retry.delay_after(claimed.attempt))
 
 
-def _finish(handle: JobHandle, claimed: ClaimedJob, ctx: JobContext, outcome: Settlement | None) -> Settlement | None:
+def _finish(handle: AnyJobHandle, claimed: ClaimedJob, ctx: JobContext,
+            outcome: Settlement | None) -> Settlement | None:
     """Write the last progress report, then attach what runs once the settle landed."""
     if outcome is None:
         return None
@@ -185,7 +186,7 @@ class _AsyncBodySteps:
                        code=X_JOB_DECLARATION_INVALID, fix="Declare the job with def to use durable steps.")
 
 
-def decide(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *, result: Any = None,
+def decide(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *, result: Any = None,
            error: BaseException | None = None) -> Settlement | None:
     """How the attempt settles; ``None`` when the run is no longer this worker's to settle."""
     if token.reason == X_JOB_TIMEOUT:
@@ -225,7 +226,7 @@ def decide(handle: JobHandle, claimed: ClaimedJob, token: CancelToken, *, result
     return Settlement(claimed.id, claimed.claim, "retry", last_error=text, error_code=code, delay=delay)
 
 
-def _stop(handle: JobHandle, claimed: ClaimedJob, text: str, code: str, reason: str) -> Settlement:
+def _stop(handle: AnyJobHandle, claimed: ClaimedJob, text: str, code: str, reason: str) -> Settlement:
     state = "dead" if handle.retry.dead_letter else "failed"
     log.warning("jobs.%s job_id=%s name=%s queue=%s attempt=%s stop_reason=%s code=%s",
                 "dead_lettered" if state == "dead" else "dropped", claimed.id, claimed.name, claimed.queue,

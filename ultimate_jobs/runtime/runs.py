@@ -12,7 +12,7 @@ from uuid import UUID
 
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.db import ClaimedJob, Settlement
-from ultimate_jobs.declaration import JobHandle
+from ultimate_jobs.declaration import AnyJobHandle
 
 
 @dataclass(slots=True, eq=False)
@@ -20,7 +20,7 @@ class Run:
     """One attempt this worker holds: the claimed row, its cancel token and its clocks."""
 
     claimed: ClaimedJob
-    handle: JobHandle
+    handle: AnyJobHandle
     token: CancelToken = field(default_factory=CancelToken)
     started: float = field(default_factory=time.monotonic)
     renewed: float = field(default_factory=time.monotonic)

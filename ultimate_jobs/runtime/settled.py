@@ -52,7 +52,7 @@ from ultimate_jobs.runtime.tenancy import tenant_context
 
 if TYPE_CHECKING:
     from ultimate_jobs.db.store import ClaimedJob, Settlement
-    from ultimate_jobs.declaration import JobHandle
+    from ultimate_jobs.declaration import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -96,7 +96,7 @@ def _input(payload: str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def attach(handle: JobHandle, claimed: ClaimedJob, settlement: Settlement) -> Settlement:
+def attach(handle: AnyJobHandle, claimed: ClaimedJob, settlement: Settlement) -> Settlement:
     """``settlement`` with its ``after`` set to deliver the ending to ``handle.on_settled``."""
     outcome = outcome_of(settlement.state, settlement.error_code)
     if handle.on_settled is None or outcome is None:
@@ -110,7 +110,7 @@ def attach(handle: JobHandle, claimed: ClaimedJob, settlement: Settlement) -> Se
     return settlement._replace(after=functools.partial(deliver, handle, settled))
 
 
-def for_row(handle: JobHandle, job_id: UUID, *, database: str) -> Settled | None:
+def for_row(handle: AnyJobHandle, job_id: UUID, *, database: str) -> Settled | None:
     """The ending of a row settled without an attempt (a lease lapsed on the final attempt)."""
     row = (Job.objects.using(database).filter(id=job_id)
            .values("run_id", "queue", "tenant_id", "attempt", "payload", "state", "last_error", "error_code").first())
@@ -140,14 +140,14 @@ def inline() -> Iterator[None]:
         _inline.on = False
 
 
-def deliver_rescued(handle: JobHandle, job_id: UUID, database: str) -> None:
+def deliver_rescued(handle: AnyJobHandle, job_id: UUID, database: str) -> None:
     """Deliver the ending of a row the rescue settled (a lease lapsed on its final attempt)."""
     ending = for_row(handle, job_id, database=database)
     if ending is not None:
         deliver(handle, ending)
 
 
-def deliver(handle: JobHandle, settled: Settled) -> bool:
+def deliver(handle: AnyJobHandle, settled: Settled) -> bool:
     """Call the hook: up to three tries inside ``on_settled_timeout``; answer whether one succeeded."""
     deadline = time.monotonic() + handle.on_settled_timeout
     failure: BaseException | None = None
@@ -165,7 +165,7 @@ def deliver(handle: JobHandle, settled: Settled) -> bool:
     return False
 
 
-def _try(handle: JobHandle, settled: Settled, budget: float) -> BaseException | None:
+def _try(handle: AnyJobHandle, settled: Settled, budget: float) -> BaseException | None:
     """One try on its own thread, so the budget holds even for a hook that never returns."""
     outcome: list[BaseException | None] = []
 
@@ -190,7 +190,7 @@ def _try(handle: JobHandle, settled: Settled, budget: float) -> BaseException | 
     return outcome[0] if outcome else RuntimeError("on_settled ended without an answer")
 
 
-def _call_inline(handle: JobHandle, settled: Settled) -> BaseException | None:
+def _call_inline(handle: AnyJobHandle, settled: Settled) -> BaseException | None:
     try:
         with tenant_context(settled.tenant_id):
             answer = handle.on_settled(settled)  # type: ignore[misc]

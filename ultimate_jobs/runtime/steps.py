@@ -89,7 +89,7 @@ from ultimate_jobs.runtime.failures import format_error
 if TYPE_CHECKING:
     from ultimate_jobs.context import CancelToken
     from ultimate_jobs.db.store import ClaimedJob, Store
-    from ultimate_jobs.declaration import JobHandle
+    from ultimate_jobs.declaration import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -173,7 +173,7 @@ class Steps:
     """The step engine of one attempt: what ``ctx.step`` (``StepAPI``) calls, plus the reads and
     marks the unwind and the factories use (see the module docstring)."""
 
-    def __init__(self, *, handle: JobHandle, claimed: ClaimedJob, token: CancelToken, store: Store) -> None:
+    def __init__(self, *, handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, store: Store) -> None:
         self.handle = handle
         self.claimed = claimed
         self.token = token

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs import clock
-from ultimate_jobs.declaration import JobHandle
+from ultimate_jobs.declaration import AnyJobHandle, JobHandle
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_TASK_DECLARATION_INVALID, X_TASK_DUPLICATE, JobsError
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.schedule.cron import Schedule
@@ -78,7 +78,7 @@ def occurrence_ms(occurrence: datetime) -> int:
 class TaskHandle:
     """A declared task: its schedule, its job and its catch-up policy."""
 
-    def __init__(self, *, name: str, cron: str, tz: str, job: JobHandle, input: Input, catch_up: str,
+    def __init__(self, *, name: str, cron: str, tz: str, job: AnyJobHandle, input: Input, catch_up: str,
                  max_catch_up: int, source: str) -> None:
         code = X_TASK_DECLARATION_INVALID
         try:
@@ -151,7 +151,7 @@ class TaskHandle:
                 "catch_up": self.catch_up, "max_catch_up": self.max_catch_up}
 
 
-def task(*, name: str, cron: str, tz: str, job: JobHandle, input: Input = None, catch_up: str = "skip",
+def task(*, name: str, cron: str, tz: str, job: AnyJobHandle, input: Input = None, catch_up: str = "skip",
          max_catch_up: int = 10) -> TaskHandle:
     """Declare a scheduled task; see the module docstring for every option and refusal."""
     caller = sys._getframe(1).f_globals.get("__name__", "?")

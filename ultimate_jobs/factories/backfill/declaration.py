@@ -60,7 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ultimate_jobs.declaration import NO_TENANT, JobHandle, get_job_handle, job, registered_jobs
+from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, get_job_handle, job, registered_jobs
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
 from ultimate_jobs.factories.backfill.sweep import BackfillBatch, run
 from ultimate_jobs.factories.pacer import DEFAULT_RATE, check_rate
@@ -78,7 +78,7 @@ class Backfill:
     """Everything ``backfill()`` declared that a job handle has no field for."""
 
     name: str
-    handle: JobHandle
+    handle: AnyJobHandle
     source: Callable[[Any], Any]
     handle_batch: Callable[[BackfillBatch], Any]
     batch: int
@@ -101,7 +101,7 @@ class Backfill:
 
 # Stamped on the handle `backfill()` built, never registered by the app: a plain @job is never a
 # backfill, and the job registry stays the one answer to "does this name exist".
-_declarations: weakref.WeakKeyDictionary[JobHandle, Backfill] = weakref.WeakKeyDictionary()
+_declarations: weakref.WeakKeyDictionary[AnyJobHandle, Backfill] = weakref.WeakKeyDictionary()
 
 
 def registered_backfills() -> list[Backfill]:
@@ -150,7 +150,7 @@ def _fingerprint(fn: Any, digest: Any) -> None:
 def backfill(*, name: str, tenant: Any = None, source: Callable[[Any], Any], handle: Callable[[BackfillBatch], Any],
              batch: int = DEFAULT_BATCH, rate: float = DEFAULT_RATE, requires: str | None = None,
              environments: Sequence[str] | None = None, count: Callable[[Any], Any] | None = None,
-             atomic: bool = False, queue: str = "default", retry: Any = None, timeout: Any = None) -> JobHandle:
+             atomic: bool = False, queue: str = "default", retry: Any = None, timeout: Any = None) -> AnyJobHandle:
     """Declare a backfill; see the module docstring for every option and refusal."""
     code = X_JOB_DECLARATION_INVALID
     name = check_job_name(name)
