@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import pytest
+import pytest  # optional: only pytest loads this module, through its pytest11 entry point
 
 
 @pytest.fixture

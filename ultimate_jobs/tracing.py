@@ -73,7 +73,7 @@ def job_span(*, name: str, job_id: Any, queue: str, attempt: int, traceparent: s
             yield None
             return
         # Nothing records here, but the body's own enqueues still carry the request's trace on.
-        from opentelemetry import context as otel_context
+        from opentelemetry import context as otel_context  # optional: reached only when _api() found the API
 
         token = otel_context.attach(parent)
         try:

@@ -46,7 +46,7 @@ class JobsCollector:
     """A prometheus-client collector: one ``collect()`` is three ``ops`` reads."""
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # optional: via render()
 
         stats = queue_stats()
         depth = GaugeMetricFamily("queue_depth", "Jobs runnable now (ready, or delayed and due).", labels=["queue"])
@@ -91,7 +91,7 @@ class JobsCollector:
 def render() -> tuple[bytes, str]:
     """The exposition text of every series and its content type; raises ``ImportError`` without
     prometheus-client."""
-    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client import CollectorRegistry, generate_latest  # optional: the view answers 501 without it
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(JobsCollector())
