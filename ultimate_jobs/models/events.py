@@ -14,6 +14,8 @@ class JobEvent(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     name = models.CharField(max_length=200)
     payload = models.JSONField(default=dict)
+    # Events are tenant-scoped (SPEC §6): a run waits only for events of its own tenant.
+    tenant_id = models.CharField(max_length=200, null=True, blank=True)
     published_at = models.DateTimeField()
 
     class Meta:

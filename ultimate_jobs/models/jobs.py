@@ -53,6 +53,9 @@ class Job(models.Model):
     error_code = models.CharField(max_length=64, null=True, blank=True)
     stop_reason = models.CharField(max_length=32, null=True, blank=True)
     traceparent = models.CharField(max_length=64, null=True, blank=True)
+    # One entry per settled attempt (worker, start, end, outcome, redacted error), newest last and
+    # bounded: django.tasks' per-attempt ``errors``/``worker_ids`` and the admin's timeline read it.
+    attempts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
