@@ -14,6 +14,7 @@ from typing import Any
 from ultimate_jobs import ops
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management.jobs_cli import EXIT_OK, EXIT_REFUSED, JobsCLI
+from ultimate_jobs.management.render import clean
 
 _STATE_COLUMNS = ("name", "state", "requires", "environments", "last_run", "rows", "completed")
 _LEDGER_COLUMNS = ("name", "status", "run_id", "rows", "batches", "forced", "started_at", "completed_at",
@@ -101,7 +102,7 @@ class BackfillCLI(JobsCLI):
         name, kind = verdict["name"], verdict["verdict"]
         rows = "" if verdict.get("rows") is None else f" ({verdict['rows']:,} rows match now)"
         if kind == "refused":
-            self.stderr.write(f"{name}: refused, {verdict['code']}: {verdict['reason']}\n")
+            self.stderr.write(clean(f"{name}: refused, {verdict['code']}: {verdict['reason']}") + "\n")
         elif kind == "completed":
             self.console.print(f"{name}: already completed (run {verdict['completed_run']['run_id']}); "
                                f"--force sweeps again{rows}", markup=False)
@@ -116,13 +117,9 @@ class BackfillCLI(JobsCLI):
                                                                else ""), markup=False)
 
     def _wait(self, outcomes: list[dict[str, Any]], poll: float = 0.5) -> None:
-        """Follow each enqueued pass until its job finishes: a rich progress bar per backfill
-        (rows from the ledger, out of the rows the gate counted)."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=self.console, disable=self.json or not self.stdout.isatty())
-        with bars:
+        """Follow each enqueued pass until its job finishes: on a terminal with ``rich`` installed, a
+        progress bar per backfill (rows from the ledger, out of the rows the gate counted)."""
+        with _bars(self.console.rich if self.stdout.isatty() and not self.json else None) as bars:
             tasks = {o["name"]: bars.add_task(o["name"], total=o.get("rows") or None) for o in outcomes}
             waiting = {o["name"]: o for o in outcomes}
             while waiting:
@@ -144,3 +141,35 @@ class BackfillCLI(JobsCLI):
                 if outcome["final_state"] != "done":
                     detail = f"{outcome['final_state']}: {outcome['error_code']}"
                 self.console.print(f"{outcome['name']}: {detail}", markup=False)
+
+
+class _NoBars:
+    """Stands in for ``rich.progress.Progress`` where there is no terminal or no ``rich``."""
+
+    def __enter__(self) -> _NoBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None) -> int:
+        return 0
+
+    def update(self, task: int, completed: float) -> None:
+        return None
+
+
+def _bars(console: Any) -> Any:
+    """Progress bars drawn on ``console`` (a ``rich`` console), or none when it is None."""
+    if console is None:
+        return _NoBars()
+    from rich.progress import (  # optional: a rich console exists, so rich is installed
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)

@@ -4,7 +4,8 @@
 (``JobsError``: printed as code, cause and fix, never a traceback), 3 ``doctor`` found
 offending rows (argparse's usage errors exit 2). With ``json=True`` each subcommand prints
 exactly one JSON document on stdout — the ``ops`` answer as it is, or ``{"error": {"code",
-"cause", "fix"}}`` — so ``| jq`` always parses; otherwise it prints ``rich`` tables.
+"cause", "fix"}}`` — so ``| jq`` always parses; otherwise it prints tables (``render.Screen``:
+``rich`` when installed, plain text when not, control characters escaped).
 Everything shown has passed the redactor (``ops`` redacts).
 """
 
@@ -17,6 +18,7 @@ from typing import IO, Any
 
 from ultimate_jobs import clock, ops
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
+from ultimate_jobs.management.render import Screen, clean
 
 EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY = 0, 1, 3
 _LIST_COLUMNS = ("id", "state", "queue", "name", "tenant_id", "attempt", "run_at", "error_code")
@@ -26,14 +28,10 @@ class JobsCLI:
     """One invocation: ``JobsCLI(stdout, stderr, json=...).run("ls", state="dead")``."""
 
     def __init__(self, stdout: IO[str], stderr: IO[str], *, json: bool = False) -> None:
-        # rich is imported where it is used: it is not a dependency of the package, and the
-        # commands import this module at their top (`manage.py jobs --help` works without it).
-        from rich.console import Console
-
         self.json = json
         self.stdout, self.stderr = stdout, stderr
-        width = None if stdout.isatty() else 160
-        self.console = Console(file=stdout, width=width, highlight=False, soft_wrap=False)
+        # rich when installed, plain text when not (render.Screen); control characters escaped.
+        self.console = Screen(stdout)
 
     def run(self, command: str, **options: Any) -> int:
         handler: Callable[..., int] = getattr(self, "do_" + command.replace("-", "_"))
@@ -43,7 +41,7 @@ class JobsCLI:
             if self.json:
                 self._json({"error": {"code": err.code, "cause": err.cause, "fix": err.fix}})
             else:
-                self.stderr.write(f"{err.code}: {err.cause}\nFix: {err.fix}\n")
+                self.stderr.write(clean(f"{err.code}: {err.cause}\nFix: {err.fix}") + "\n")
             return EXIT_REFUSED
 
     # -- output --------------------------------------------------------------------------------
@@ -53,17 +51,7 @@ class JobsCLI:
 
     def _table(self, rows: Sequence[Mapping[str, Any]], columns: tuple[str, ...] | list[str], title: str | None = None,
                empty: str = "(none)") -> None:
-        from rich.table import Table
-
-        if not rows:
-            self.console.print(f"{title}: {empty}" if title else empty, markup=False)
-            return
-        if title:
-            self.console.print(title, markup=False)
-        table = Table(*columns)
-        for row in rows:
-            table.add_row(*(_cell(row.get(c)) for c in columns))
-        self.console.print(table)
+        self.console.table(rows, columns, title, empty)
 
     def _answer(self, data: Any, human: Callable[[], None]) -> int:
         if self.json:
@@ -195,13 +183,3 @@ class JobsCLI:
         self._answer(report, human)
         return EXIT_OK if report["ok"] else EXIT_UNHEALTHY
 
-
-def _cell(value: Any) -> str:
-    from rich.markup import escape
-
-    if value is None:
-        return "-"
-    if isinstance(value, dict | list):
-        value = json.dumps(value, ensure_ascii=False)
-    text = str(value)
-    return escape(text if len(text) <= 200 else text[:199] + "\u2026")
