@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='job',
             name='attempts',
-            field=models.JSONField(blank=True, default=list),
+            field=models.JSONField(blank=True, db_default=models.Value([], output_field=models.JSONField()), default=list),
         ),
         migrations.AddField(
             model_name='jobevent',

@@ -55,7 +55,8 @@ class Job(models.Model):
     traceparent = models.CharField(max_length=64, null=True, blank=True)
     # One entry per settled attempt (worker, start, end, outcome, redacted error), newest last and
     # bounded: django.tasks' per-attempt ``errors``/``worker_ids`` and the admin's timeline read it.
-    attempts = models.JSONField(default=list, blank=True)
+    # db_default: the stores' raw INSERTs do not name the column.
+    attempts = models.JSONField(default=list, db_default=Value([], output_field=models.JSONField()), blank=True)
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
