@@ -13,8 +13,8 @@ Options (default): ``DATABASE`` ("default"), ``OUTBOX`` ("auto"), ``QUEUES`` (["
 ``VISIBILITY_TIMEOUT`` (30s), ``HEARTBEAT_INTERVAL`` (a third of the visibility timeout),
 ``DRAIN_TIMEOUT`` (25s), ``LIMITS`` ({}), ``RELAY_BATCH_SIZE`` (500), ``CLAIM_LEASE`` (30s),
 ``OUTBOX_RETENTION`` (1d), ``DONE_RETENTION`` (14d), ``DEAD_RETENTION`` (90d), ``ENVIRONMENT``
-(None), ``TENANT_OF`` (None), ``TENANT_CONTEXT`` (None), ``EVENT_POLL`` (15 min with the wake,
-30 s without), ``MAX_PAYLOAD_BYTES`` (1 MiB), ``MAX_STEP_OUTPUT_BYTES`` (1 MiB),
+(None), ``TENANT_OF`` (None), ``TENANT_CONTEXT`` (None), ``ADMIN_TENANT_OF`` (None),
+``EVENT_POLL`` (15 min with the wake, 30 s without), ``MAX_PAYLOAD_BYTES`` (1 MiB), ``MAX_STEP_OUTPUT_BYTES`` (1 MiB),
 ``REDACT_KEYS`` (password, passwd, secret, token, api_key, apikey, authorization, cookie,
 signature, credential), ``METRICS_TOKEN`` (None: the metrics view needs a user with
 ``ultimate_jobs.view_job``; set, a scraper may send ``Authorization: Bearer <token>``).
@@ -70,6 +70,7 @@ class JobsSettings:
     ENVIRONMENT: str | None = None
     TENANT_OF: str | None = None
     TENANT_CONTEXT: str | None = None
+    ADMIN_TENANT_OF: str | None = None
     EVENT_POLL: float | None = None
     MAX_PAYLOAD_BYTES: int = 1 << 20
     MAX_STEP_OUTPUT_BYTES: int = 1 << 20
@@ -99,7 +100,7 @@ class JobsSettings:
         for key in ("DATABASE",):
             if key in raw:
                 values[key] = _text(key, raw[key])
-        for key in ("ENVIRONMENT", "TENANT_OF", "TENANT_CONTEXT", "METRICS_TOKEN"):
+        for key in ("ENVIRONMENT", "TENANT_OF", "TENANT_CONTEXT", "ADMIN_TENANT_OF", "METRICS_TOKEN"):
             if raw.get(key) is not None:
                 values[key] = _text(key, raw[key])
         if "OUTBOX" in raw:
