@@ -15,7 +15,7 @@ from django.db import connection
 
 from tests.app import jobs
 from tests.factories import JobFactory
-from ultimate_jobs import Worker, ops
+from ultimate_jobs import Scheduler, Worker, ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,6 +113,7 @@ def test_resolve_step_refuses_a_step_the_job_never_recorded() -> None:
 def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_clock) -> None:
     from datetime import timedelta
 
+    Scheduler().run_once()  # arms the declared tasks: without a scheduler, scheduler-watermarks is skipped
     JobFactory(done=True)
     code, out, _ = cli("doctor")
     assert code == 0 and "healthy" in out

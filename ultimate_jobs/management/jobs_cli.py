@@ -176,9 +176,9 @@ class JobsCLI:
         report = ops.doctor()
 
         def human() -> None:
-            self._table([{**c, "ok": "skipped" if c["skipped"] else "ok" if c["ok"] else "FAIL",
+            self._table([{**c, "status": "FAILED" if c["status"] == "failed" else c["status"],
                           "ids": " ".join(c["ids"])} for c in report["checks"]],
-                        ("name", "ok", "detail", "ids"), title="doctor")
+                        ("name", "status", "detail", "ids"), title="doctor")
             self.console.print("healthy" if report["ok"] else "UNHEALTHY")
         self._answer(report, human)
         return EXIT_OK if report["ok"] else EXIT_UNHEALTHY

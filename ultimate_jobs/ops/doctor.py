@@ -1,7 +1,9 @@
 """Internal: the invariants a healthy queue keeps, checked on demand (``ops.doctor()``,
 ``python manage.py jobs doctor``) — usable as a production health check.
 
-Checks, each answering ``{"name", "ok", "skipped", "detail", "ids"}`` (at most ``MAX_IDS`` ids):
+Checks, each answering ``{"name", "status", "ok", "skipped", "detail", "ids"}`` (at most ``MAX_IDS``
+ids); ``status`` is ``"ok"``, ``"failed"`` (offending ids listed), ``"skipped"`` (the check could
+not judge what it read) or ``"not-applicable"`` (nothing it checks exists, e.g. no task is declared):
 
 - ``stuck-running``: a ``running`` row past its lease whose worker is not alive (no unexpired
   ``WorkerHeartbeat``): nobody will rescue it until a worker starts;
@@ -9,17 +11,18 @@ Checks, each answering ``{"name", "ok", "skipped", "detail", "ids"}`` (at most `
 - ``live-key-unique``: one live key held by two rows (the partial unique index forbids it);
 - ``attempts-in-bounds``: ``attempt`` below 0 or past ``max_attempts`` (+2 for compensation);
 - ``concurrency-slots``: a fleet slot (``JobLease``) held for a job that is not running;
-- ``scheduler-watermarks``: a scheduled task whose next occurrence after its last fire is
-  more than ``SCHEDULER_LAG`` seconds in the past;
+- ``scheduler-watermarks``: a scheduled task (not paused) whose first occurrence past its
+  watermark is due more than ``SCHEDULER_LAG`` seconds ago; tasks declared but never armed by a
+  scheduler make it ``skipped`` (no scheduler has run), no task declared makes it not applicable;
 - ``outbox-backlog``: a staged outbox row unpublished for more than ``OUTBOX_MAX_AGE`` seconds.
 
-A check that cannot judge what it read is reported ``skipped`` with the reason, never as
-passing. ``ok`` is true when every check that ran passed.
+A check that did not run is ``skipped`` with the reason and is not ok: the report's ``ok`` (and
+``jobs doctor``'s exit code) is true only when every check passed or was declared not applicable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,7 +34,7 @@ from ultimate_jobs.jsoncodec import iso
 from ultimate_jobs.models import JobLease, OutboxEntry, WorkerHeartbeat
 from ultimate_jobs.models.jobs import LIVE_STATES
 from ultimate_jobs.ops.rows import alias, jobs, write_now
-from ultimate_jobs.ops.tasks import next_task_run, task_fires
+from ultimate_jobs.ops.tasks import task_fires
 from ultimate_jobs.ops.types import DoctorCheck, DoctorReport
 
 MAX_IDS = 100
@@ -40,12 +43,19 @@ SCHEDULER_LAG = 120.0
 
 
 def _result(name: str, ids: list[Any], detail: str) -> DoctorCheck:
-    return DoctorCheck(name=name, ok=not ids, skipped=False, detail=detail if ids else "ok",
-                       ids=[str(i) for i in ids[:MAX_IDS]])
+    return DoctorCheck(name=name, status="failed" if ids else "ok", ok=not ids, skipped=False,
+                       detail=detail if ids else "ok", ids=[str(i) for i in ids[:MAX_IDS]])
 
 
 def _skipped(name: str, why: str) -> DoctorCheck:
-    return DoctorCheck(name=name, ok=True, skipped=True, detail=f"skipped: {why}", ids=[])
+    """The check could not judge: not ok, so the doctor fails until someone looks."""
+    return DoctorCheck(name=name, status="skipped", ok=False, skipped=True, detail=f"skipped: {why}", ids=[])
+
+
+def _not_applicable(name: str, why: str) -> DoctorCheck:
+    """Nothing this check looks at exists here: ok, and said so."""
+    return DoctorCheck(name=name, status="not-applicable", ok=True, skipped=False, detail=f"not applicable: {why}",
+                       ids=[])
 
 
 def _live_workers() -> list[str]:
@@ -92,29 +102,23 @@ def concurrency_slots() -> DoctorCheck:
 
 
 def scheduler_watermarks() -> DoctorCheck:
-    now = clock.now()
-    behind = []
-    rows, checked = 0, 0
-    for fire in task_fires():
-        rows += 1
-        # "occurrence" is not a key task_fires() answers (it says "last_occurrence"), so every row is
-        # passed over and the check reports skipped: a known bug, kept until its own fix.
-        row: Mapping[str, Any] = fire
-        task = fire["name"]
-        occurrence = row.get("occurrence") or row.get("occurrence_at")
-        if isinstance(occurrence, str):
-            occurrence = datetime.fromisoformat(occurrence.replace("Z", "+00:00"))
-        if occurrence is None:
-            continue
-        checked += 1
-        if fire["paused"]:
-            continue
-        if next_task_run(task, occurrence) < now - timedelta(seconds=SCHEDULER_LAG):
-            behind.append(task)
-    if rows and not checked:  # never report a pass for rows it could not read
-        return _skipped("scheduler-watermarks", "task_fires() rows carry no task name and occurrence")
-    return _result("scheduler-watermarks", behind, f"{len(behind)} task(s) missed an occurrence more than "
-                   f"{SCHEDULER_LAG:.0f}s ago: is a scheduler running and holding the leader lease?")
+    name = "scheduler-watermarks"
+    fires = task_fires()
+    if not fires:
+        return _not_applicable(name, "no scheduled task is declared")
+    armed = [fire for fire in fires if fire["armed"]]
+    if not armed:
+        return _skipped(name, f"{len(fires)} task(s) declared and none armed yet: no scheduler has run "
+                        "(start jobs_scheduler, or jobs_worker with its scheduler role)")
+    limit = clock.now() - timedelta(seconds=SCHEDULER_LAG)
+    behind = [fire["name"] for fire in armed
+              if not fire["paused"] and fire["missed_since"] is not None and _instant(fire["missed_since"]) < limit]
+    return _result(name, behind, f"{len(behind)} task(s) missed an occurrence more than {SCHEDULER_LAG:.0f}s "
+                   "ago: is a scheduler running and holding the leader lease?")
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def outbox_backlog() -> DoctorCheck:
@@ -133,6 +137,6 @@ CHECKS: tuple[Callable[[], DoctorCheck], ...] = (
 
 def doctor() -> DoctorReport:
     """Run every check; answer ``{"ok", "checked_at", "checks": [...]}`` (``ok`` false when any
-    check that ran found offending rows, whose ids it lists)."""
+    check found offending rows, whose ids it lists, or was skipped)."""
     checks = [check() for check in CHECKS]
     return DoctorReport(ok=all(c["ok"] for c in checks), checked_at=iso(clock.now()), checks=checks)

@@ -134,12 +134,9 @@ def scheduled_tasks() -> list[ScheduledTask]:
     now = clock.now()
     rows = []
     for fire in task_fires():
-        # "fired_at" and "occurrence" are not keys task_fires() answers (it says "last_fired_at" and
-        # "last_occurrence"), so both read None: a known bug, kept until its own fix.
-        row: Mapping[str, Any] = fire
+        # Read by the TaskFire keys, typed: a misspelt key is a mypy error, not a silent "never".
         rows.append(ScheduledTask(task=fire["name"], next_run=iso(next_task_run(fire["name"], now)),
-                                  last_fire=plain(row.get("fired_at")),
-                                  last_occurrence=plain(row.get("occurrence") or row.get("occurrence_at")),
+                                  last_fire=fire["last_fired_at"], last_occurrence=fire["last_occurrence"],
                                   paused=fire["paused"]))
     return rows
 

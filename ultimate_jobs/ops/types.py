@@ -15,7 +15,7 @@ results, step outputs and errors have passed through the redactor.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 
 class JobSummary(TypedDict):
@@ -217,9 +217,11 @@ class CounterTotal(TypedDict):
 
 
 class DoctorCheck(TypedDict):
-    """One invariant check: ``ok`` (true when skipped), why, and at most ``MAX_IDS`` offending ids."""
+    """One invariant check: ``status`` (ok, failed, skipped, not-applicable), ``ok`` (false when it
+    failed or was skipped), why, and at most ``MAX_IDS`` offending ids."""
 
     name: str
+    status: Literal["ok", "failed", "skipped", "not-applicable"]
     ok: bool
     skipped: bool
     detail: str
