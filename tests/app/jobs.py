@@ -297,3 +297,8 @@ slug_backfill = backfill(name="tests.backfill.slugs", tenant=NO_TENANT, source=l
                          rate=float(os.environ.get("TEST_BACKFILL_RATE", "1000")),
                          atomic=os.environ.get("TEST_BACKFILL_ATOMIC") == "1",
                          retry=Retry(attempts=5, delay="50ms"))
+
+
+@job(name="tests.coded_nul", idempotency_key="coded-nul:{key}", tenant=NO_TENANT, retry=1)
+def coded_nul(ctx, *, key: str) -> None:
+    raise CodedError(f"X_NUL\x00{key.upper()}")  # a payload cannot carry a NUL; an exception can

@@ -28,7 +28,7 @@ from ultimate_jobs.runtime import settled as settled_hooks
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 from ultimate_jobs.runtime.limits import ProcessLimits
 from ultimate_jobs.runtime.runs import Holdings, Run, count
-from ultimate_jobs.runtime.settling import Settler
+from ultimate_jobs.runtime.settling import CONNECTION_ERRORS, Settler
 from ultimate_jobs.runtime.slots import FleetSlots
 from ultimate_jobs.runtime.threads import EventLoopThread, Pool
 
@@ -130,13 +130,15 @@ class Claims:
             if batch:
                 fault("before_ack")
             answer = self.store.job_settle_and_claim(
-                settlements=[r.outcome for r in batch if r.outcome is not None], claims=claims, names=names,
+                settlements=self.settler.outcomes(batch), claims=claims, names=names,
                 worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now(),
                 blocked_tenants=blocked)
         except self._db_errors as exc:
             self._on_db_error("jobs.claim.failed", exc)
             # The claim may have committed with its answer lost: reconcile before the next claim.
             self.reconcile_due = bool(claims)
+            if batch and not isinstance(exc, CONNECTION_ERRORS):
+                self.settler.settle_each()  # a value the database refused: settle the runs one by one
             return []  # the settlements stay pending: the fenced statement is safe to send again
         settled, claimed = answer.settled, answer.claimed
         holdings.pending = []

@@ -7,20 +7,30 @@ answered that a row settled, its ``after`` (``on_settled``, an event wait's re-c
 small hook pool, never on the claim loop. A run past its ``timeout`` (or its step's
 ``step_timeout``) is failed here and abandoned to its thread (``expire_timeouts``).
 
-Logged events: ``jobs.settle.failed``, ``jobs.settle.lost``, ``jobs.timeout``.
+An exception's ``code`` is stored only when it is a code (``X_`` then up to 62 of ``A-Z0-9_``,
+the column's 64); any other value settles as ``X_JOB_FAILED`` with the original named in the error
+text (``storable``). A batch the database refuses for a value, not for a lost connection, is settled
+again one run at a time, and a run refused alone settles with its outcome made storable
+(``settle_each``): nothing a job body returns or raises can stop a worker settling the others.
+
+Logged events: ``jobs.settle.failed``, ``jobs.settle.lost``, ``jobs.settle.refused``, ``jobs.timeout``.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
 from uuid import UUID
 
+from django.db import InterfaceError, OperationalError
+
 from ultimate_jobs import clock
-from ultimate_jobs.db import Store
+from ultimate_jobs.db import Settlement, Store
+from ultimate_jobs.errors import X_JOB_FAILED
 from ultimate_jobs.runtime import deadlines
 from ultimate_jobs.runtime.runs import Holdings, Run
 from ultimate_jobs.runtime.threads import Pool, run_and_close
@@ -29,6 +39,31 @@ log = logging.getLogger("ultimate_jobs")
 
 SETTLE_LINGER = 0.002  # seconds a pass waits for more runs to finish before it settles
 HOOK_THREADS = 2
+STORABLE_CODE = re.compile(r"X_[A-Z0-9_]{1,62}\Z")  # what the 64-character error_code column holds
+CONNECTION_ERRORS = (OperationalError, InterfaceError)  # the connection failed, not a value in the batch
+
+
+def storable(outcome: Settlement) -> Settlement:
+    """``outcome`` with an exception ``code`` that is not a storable code replaced by ``X_JOB_FAILED``,
+    the original kept (shortened, escaped) in the error text."""
+    code = outcome.error_code
+    if code is None or STORABLE_CODE.match(code):
+        return outcome
+    note = f"(the exception's code {code[:100]!r} is not an X_ code; stored as {X_JOB_FAILED})"
+    return outcome._replace(error_code=X_JOB_FAILED, last_error=f"{outcome.last_error or ''}\n{note}".lstrip())
+
+
+def refused(run: Run, exc: BaseException) -> Settlement:
+    """The last resort for a run whose settle the database refused on its own: no result, the
+    error text escaped, the code generic; a success that cannot be stored ends the run."""
+    outcome = storable(run.outcome) if run.outcome is not None else Settlement(run.id, run.claimed.claim, "failed")
+    state = outcome.state
+    if state == "done":
+        state = "dead" if run.handle.retry.dead_letter else "failed"
+    text = f"{outcome.last_error or ''}\n(the outcome could not be stored: {type(exc).__name__}: {exc})".lstrip()
+    return outcome._replace(state=state, result=None, error_code=X_JOB_FAILED,
+                            last_error=text.replace("\x00", "\\x00")[:20_000],
+                            stop_reason=outcome.stop_reason or ("terminal" if state != outcome.state else None))
 
 
 class Settler:
@@ -54,13 +89,48 @@ class Settler:
             return
         try:
             settled = self.store.job_settle_and_claim(
-                settlements=[r.outcome for r in batch if r.outcome is not None], claims={}, names=[],
+                settlements=self.outcomes(batch), claims={}, names=[],
                 worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now()).settled
         except self._db_errors as exc:
             self._on_db_error("jobs.settle.failed", exc)
+            if not isinstance(exc, CONNECTION_ERRORS):
+                self.settle_each()
             return  # kept pending: the fenced statement is safe to send again
         self.holdings.pending = []
         self.record(batch, settled)
+
+    @staticmethod
+    def outcomes(batch: list[Run]) -> list[Settlement]:
+        """The settlements to send for ``batch``, each storable."""
+        return [storable(r.outcome) for r in batch if r.outcome is not None]
+
+    def settle_each(self) -> None:
+        """The batch settle failed on a value: settle the pending runs one statement each, so one
+        row the database refuses holds back no other; a refused row settles as ``refused`` says.
+        A connection failure stops the walk (what is left stays pending for the next pass)."""
+        batch = self.holdings.pending
+        done: list[Run] = []
+        settled: set[UUID] = set()
+        for run in batch:
+            if run.outcome is None:
+                continue
+            try:
+                try:
+                    settled |= self.store.job_settle_many(settlements=[storable(run.outcome)], now=clock.sql_now())
+                except self._db_errors as exc:
+                    if isinstance(exc, CONNECTION_ERRORS):
+                        raise
+                    log.error("jobs.settle.refused job_id=%s name=%s queue=%s error=%r: settled with the "
+                              "outcome made storable", run.id, run.claimed.name, run.claimed.queue, exc)
+                    settled |= self.store.job_settle_many(settlements=[refused(run, exc)], now=clock.sql_now())
+            except self._db_errors as exc:
+                self._on_db_error("jobs.settle.failed", exc)
+                break
+            done.append(run)
+        if done:
+            landed = set(map(id, done))
+            self.holdings.pending = [r for r in batch if id(r) not in landed]
+            self.record(done, settled)
 
     def record(self, batch: list[Run], settled: set[UUID]) -> None:
         """Count what the settle statement answered for ``batch``: the ids in ``settled`` landed."""
@@ -102,6 +172,8 @@ class Settler:
                 continue
             log.warning("jobs.timeout job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
             outcome = deadlines.timed_out_outcome(run.handle, run.claimed, run.token, self.store)
+            if outcome is not None:
+                outcome = outcome._replace(elapsed=now - run.started)
             try:
                 landed = self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
             except self._db_errors as exc:
