@@ -1,4 +1,4 @@
-"""Models: the job, event, outbox, scheduler, operator and backfill table groups, re-exported."""
+"""Models: the job, event, outbox, scheduler, operator, backfill and webhook table groups, re-exported."""
 
 from ultimate_jobs.models.backfills import BackfillRun
 from ultimate_jobs.models.events import JobEvent
@@ -7,6 +7,8 @@ from ultimate_jobs.models.leases import JobLease
 from ultimate_jobs.models.operations import JobCounter, WorkerHeartbeat
 from ultimate_jobs.models.outbox import OutboxEntry
 from ultimate_jobs.models.scheduler import SchedulerLeader, SchedulerState
+from ultimate_jobs.models.webhooks import ConsumerState, WebhookDelivery, WebhookEndpointState
 
-__all__ = ["BackfillRun", "Job", "JobCounter", "JobEvent", "JobLease", "JobStep", "OutboxEntry", "QueuePause",
-           "SchedulerLeader", "SchedulerState", "WorkerHeartbeat"]
+__all__ = ["BackfillRun", "ConsumerState", "Job", "JobCounter", "JobEvent", "JobLease", "JobStep", "OutboxEntry",
+           "QueuePause", "SchedulerLeader", "SchedulerState", "WebhookDelivery", "WebhookEndpointState",
+           "WorkerHeartbeat"]

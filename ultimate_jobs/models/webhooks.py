@@ -1,0 +1,73 @@
+"""Internal: the webhook ledger tables, and the consumers' per-key report.
+
+``WebhookDelivery`` is one row per delivery attempt of ``webhook()`` through
+``ultimate_jobs.webhooks.ModelLedger``: who, what, when and how it ended — never the body, which
+may hold a customer's data and belongs to the app's own event table. ``WebhookEndpointState``
+counts an endpoint's consecutive failures and marks it disabled; only the app re-enables it.
+``ConsumerState`` is what ``consumer()`` reports per key (``ops.get_job()["consumer"]``), written
+in the same transaction as the batch it describes.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from ultimate_jobs.ids import uuid7
+
+
+class WebhookDelivery(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    name = models.CharField(max_length=200)
+    job_id = models.UUIDField(null=True, blank=True)
+    tenant_id = models.CharField(max_length=200, null=True, blank=True)
+    endpoint_id = models.CharField(max_length=200)
+    event_id = models.CharField(max_length=200)
+    topic = models.CharField(max_length=200, blank=True, default="")
+    attempt = models.IntegerField()
+    status_code = models.IntegerField(null=True, blank=True)
+    duration_ms = models.IntegerField(default=0)
+    error_code = models.CharField(max_length=64, null=True, blank=True)
+    delivered_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_webhookdelivery"
+        indexes = [
+            models.Index(fields=["job_id"], name="ultimate_jobs_whd_job"),
+            models.Index(fields=["endpoint_id", "delivered_at"], name="ultimate_jobs_whd_endpoint"),
+            models.Index(fields=["delivered_at"], name="ultimate_jobs_whd_age"),  # the retention purge
+        ]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.endpoint_id} {self.event_id} #{self.attempt} ({self.status_code or self.error_code})"
+
+
+class WebhookEndpointState(models.Model):
+    endpoint_id = models.CharField(max_length=200, primary_key=True)
+    consecutive_failures = models.IntegerField(default=0)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    last_error_code = models.CharField(max_length=64, null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_webhookendpointstate"
+
+    def __str__(self) -> str:
+        return f"{self.endpoint_id} ({'disabled' if self.disabled_at else 'enabled'})"
+
+
+class ConsumerState(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    key = models.CharField(max_length=200)
+    batches = models.BigIntegerField(default=0)
+    items = models.BigIntegerField(default=0)
+    lag = models.BigIntegerField(null=True, blank=True)
+    last_batch_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ultimate_jobs_consumerstate"
+        constraints = [models.UniqueConstraint(fields=["name", "key"], name="ultimate_jobs_consumer_key")]
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.key}"
