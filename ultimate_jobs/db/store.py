@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 # The NOTIFY channels: an enqueue (or a woken wait, an operator's retry) wakes workers; a staged
 # outbox row wakes relays only.
 JOBS_CHANNEL: LiteralString = "ultimate_jobs"
+# The per-attempt history a job keeps (``Job.attempts``): the newest entries, each error cut to this.
+ATTEMPTS_KEPT = 50
+ATTEMPT_ERROR_CHARS = 4000
 OUTBOX_CHANNEL: LiteralString = "ultimate_jobs_outbox"
 
 
@@ -57,6 +60,8 @@ class Settlement(NamedTuple):
     delay: float = 0.0
     uncount: bool = False
     after: Callable[[], object] | None = None
+    # Seconds the attempt ran: its history entry starts this long before the settle (None: at it).
+    elapsed: float | None = None
 
 
 class StepRow(NamedTuple):
@@ -228,6 +233,10 @@ class Store(Protocol):
         transaction of its own (PostgreSQL: pipelined, one round trip and one commit); answer the
         settled ids and the claimed rows per queue. The worker's pass: if it raises, the claim may
         have committed with its answer lost, so the worker calls ``job_release_unheld`` next.
+        A counted settlement (not ``uncount``) appends one entry to the row's ``attempts``, keeping
+        the last ``ATTEMPTS_KEPT``: ``attempt``, ``worker`` (``claimed_by``), ``started_at``
+        (``elapsed`` seconds before the settle), ``finished_at``, ``outcome`` (as counted),
+        ``error_code`` and ``error`` (``last_error``, its middle cut past ``ATTEMPT_ERROR_CHARS``).
         """
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,

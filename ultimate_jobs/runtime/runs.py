@@ -92,4 +92,6 @@ class Holdings:
                 self.stats["lost"] += 1
                 self.forget(run)
                 continue
+            # How long it ran: the settle dates the attempt's history entry from it (skew-free).
+            run.outcome = run.outcome._replace(elapsed=time.monotonic() - run.started)
             self.pending.append(run)

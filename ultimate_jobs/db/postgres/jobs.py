@@ -14,6 +14,8 @@ from ultimate_jobs.db.postgres.connection import PostgresConnection
 from ultimate_jobs.db.postgres.counters import _COUNT_SETTLED
 from ultimate_jobs.db.states import LIVE, RUNNABLE, TERMINAL
 from ultimate_jobs.db.store import (
+    ATTEMPT_ERROR_CHARS,
+    ATTEMPTS_KEPT,
     JOBS_CHANNEL,
     ClaimedJob,
     Inserted,
@@ -24,6 +26,19 @@ from ultimate_jobs.db.store import (
     Settlement,
 )
 from ultimate_jobs.errors import X_LEASE_LAPSED
+
+# One entry of a row's attempt history (Job.attempts), appended by the statement that settles
+# the attempt and trimmed to the newest %(kept)s; an error is cut in its middle, keeping the
+# traceback's last line (``ExcClass: message``). Expects ``j`` (the row before the update) and ``t``.
+_ATTEMPT_APPEND: LiteralString = """(CASE WHEN jsonb_array_length(j.attempts) >= %(kept)s::int THEN j.attempts - 0
+                     ELSE j.attempts END)
+               || jsonb_build_array(jsonb_build_object(
+                      'attempt', j.attempt, 'worker', j.claimed_by, 'started_at', {started_at},
+                      'finished_at', t.now, 'outcome', {outcome}, 'error_code', {error_code},
+                      'error', CASE WHEN length({error}) > %(error_chars)s::int
+                                    THEN left({error}, %(error_chars)s::int / 4) || chr(10) || '...' || chr(10)
+                                         || right({error}, %(error_chars)s::int * 3 / 4)
+                                    ELSE {error} END))"""
 
 # The rows of a batch as one array per column (sent in binary), unpacked into v: shared by the
 # insert and the outbox's staging, so both read a batch the same way.
@@ -135,11 +150,15 @@ settled AS (
                          THEN t.now + v.delay * interval '1 second' ELSE j.run_at END,
            visible_at = NULL,
            finished_at = CASE WHEN v.state IN """ + TERMINAL + """ THEN t.now END,
+           attempts = CASE WHEN v.uncount = 1 THEN j.attempts ELSE """ + _ATTEMPT_APPEND.format(
+               started_at="t.now - coalesce(v.elapsed, 0) * interval '1 second'",
+               outcome="CASE v.state WHEN 'retry' THEN 'retried' ELSE v.state END",
+               error_code="v.error_code", error="v.last_error") + """ END,
            updated_at = t.now
       FROM t, unnest(%(id)b::uuid[], %(claim)b::uuid[], %(state)b::text[], %(result)b::text[],
                      %(last_error)b::text[], %(error_code)b::text[], %(stop_reason)b::text[], %(delay)b::float8[],
-                     %(uncount)b::int[])
-           AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount)
+                     %(uncount)b::int[], %(elapsed)b::float8[])
+           AS v(id, claim, state, result, last_error, error_code, stop_reason, delay, uncount, elapsed)
      WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running'
        AND j.id = ANY(%(id)b::uuid[])  -- lets the planner walk the primary key, whatever its statistics say
     RETURNING j.id, j.name, j.queue,
@@ -181,8 +200,14 @@ settled AS (
                              THEN 'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'
                              ELSE 'lease lapsed on the final attempt (worker ' || coalesce(j.claimed_by, '?')
                                   || ' died or stalled)' END,
-           error_code = %(code)s,
+           error_code = %(code)s::text,
            finished_at = CASE WHEN j.attempt < j.max_attempts THEN NULL ELSE t.now END,
+           attempts = """ + _ATTEMPT_APPEND.format(
+               started_at="NULL::timestamptz",
+               outcome="""CASE WHEN j.attempt < j.max_attempts THEN 'retried'
+                               WHEN j.name = ANY(%(no_dead_letter)b::text[]) THEN 'failed' ELSE 'dead' END""",
+               error_code="%(code)s::text",
+               error="'lease lapsed: worker ' || coalesce(j.claimed_by, '?') || ' died or stalled'") + """,
            run_at = t.now, visible_at = NULL, updated_at = t.now
       FROM lapsed, t
      WHERE j.id = lapsed.id AND j.claim IS NOT DISTINCT FROM lapsed.claim AND j.state = 'running'
@@ -250,6 +275,7 @@ def _settlement_columns(s: Sequence[Settlement], now: datetime | None) -> dict[s
         "result": [x.result for x in s], "last_error": [x.last_error for x in s],
         "error_code": [x.error_code for x in s], "stop_reason": [x.stop_reason for x in s],
         "delay": [x.delay for x in s], "uncount": [1 if x.uncount else 0 for x in s], "now": now,
+        "elapsed": [x.elapsed for x in s], "kept": ATTEMPTS_KEPT, "error_chars": ATTEMPT_ERROR_CHARS,
     }
 
 
@@ -355,7 +381,8 @@ class JobStatements(PostgresConnection):
                    limit: int = 500) -> list[Rescued]:
         with self._cursor(kwargs_row(Rescued)) as cursor:
             cursor.execute(JOB_RESCUE, {"now": now, "limit": limit, "names": list(names), "code": X_LEASE_LAPSED,
-                                        "no_dead_letter": list(no_dead_letter)})
+                                        "no_dead_letter": list(no_dead_letter), "kept": ATTEMPTS_KEPT,
+                                        "error_chars": ATTEMPT_ERROR_CHARS})
             return list(cursor.fetchall())
 
     def job_purge_finished(self, *, done_retention: float, dead_retention: float, limit: int,

@@ -13,6 +13,8 @@ from ultimate_jobs.db.sqlite.connection import SqliteConnection, as_uuid, named_
 from ultimate_jobs.db.sqlite.counters import count_events
 from ultimate_jobs.db.states import LIVE, RUNNABLE
 from ultimate_jobs.db.store import (
+    ATTEMPT_ERROR_CHARS,
+    ATTEMPTS_KEPT,
     ClaimedJob,
     Inserted,
     JobRow,
@@ -64,12 +66,20 @@ RETURNING id, run_id, name, queue, payload, attempt, max_attempts, claim, tenant
           priority, concurrency_key, traceparent
 """
 
+# One entry of a row's attempt history (Job.attempts), appended by the statement that settles the
+# attempt, the oldest dropped past ATTEMPTS_KEPT; the worker and attempt number come from the row.
+_ATTEMPT_APPEND: LiteralString = """json_insert(
+           CASE WHEN json_array_length(attempts) >= %s THEN json_remove(attempts, '$[0]') ELSE attempts END,
+           '$[#]', json_object('attempt', attempt, 'worker', claimed_by, 'started_at', %s, 'finished_at', %s,
+                               'outcome', %s, 'error_code', %s, 'error', %s))"""
+
 JOB_SETTLE: LiteralString = """
 -- Settle one finished attempt, fenced on the claim token and state = 'running'.
 UPDATE ultimate_jobs_job
    SET state = %s, attempt = attempt - %s, result = coalesce(%s, result),
        last_error = coalesce(%s, last_error), error_code = coalesce(%s, error_code), stop_reason = %s,
-       run_at = coalesce(%s, run_at), visible_at = NULL, finished_at = %s, updated_at = %s
+       run_at = coalesce(%s, run_at), visible_at = NULL, finished_at = %s, updated_at = %s,
+       attempts = CASE WHEN %s THEN attempts ELSE """ + _ATTEMPT_APPEND + """ END
  WHERE id = %s AND claim = %s AND state = 'running'
 RETURNING name, queue
 """
@@ -90,7 +100,7 @@ JOB_RESCUE: LiteralString = """
 -- Hand back one lapsed job: a compare-and-set on the claim token read above.
 UPDATE ultimate_jobs_job
    SET state = %s, stop_reason = %s, last_error = %s, error_code = %s, finished_at = %s,
-       run_at = %s, visible_at = NULL, updated_at = %s
+       run_at = %s, visible_at = NULL, updated_at = %s, attempts = """ + _ATTEMPT_APPEND + """
  WHERE id = %s AND claim IS %s AND state = 'running'
 """
 
@@ -121,6 +131,13 @@ DELETE FROM ultimate_jobs_jobstep
 """
 
 _OUTCOMES = {"retry": "retried", "ready": "interrupted"}
+
+
+def _entry(when: datetime, started: datetime | None, outcome: str, code: str | None, error: str | None) -> list[Any]:
+    """The parameters of ``_ATTEMPT_APPEND`` (timestamps in the ISO form PostgreSQL's jsonb gives)."""
+    if error is not None and len(error) > ATTEMPT_ERROR_CHARS:
+        error = error[: ATTEMPT_ERROR_CHARS // 4] + "\n...\n" + error[-(ATTEMPT_ERROR_CHARS * 3 // 4):]
+    return [ATTEMPTS_KEPT, started.isoformat() if started else None, when.isoformat(), outcome, code, error]
 
 
 class JobStatements(SqliteConnection):
@@ -181,6 +198,9 @@ class JobStatements(SqliteConnection):
                 run_at = ts(when + timedelta(seconds=s.delay)) if s.state in ("retry", "ready", "suspended") else None
                 cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, s.last_error, s.error_code,
                                             s.stop_reason, run_at, stamp if state in TERMINAL_STATES else None, stamp,
+                                            s.uncount, *_entry(when, when - timedelta(seconds=s.elapsed or 0),
+                                                               _OUTCOMES.get(s.state, s.state), s.error_code,
+                                                               s.last_error),
                                             s.id.hex, s.claim.hex])
                 row = cursor.fetchone()
                 if row is not None:
@@ -235,7 +255,11 @@ class JobStatements(SqliteConnection):
                 error = (f"lease lapsed on the final attempt (worker {claimed_by} died or stalled)" if final
                          else f"lease lapsed: worker {claimed_by} died or stalled")
                 cursor.execute(JOB_RESCUE, [state, "lease-lapsed" if final else None, error, X_LEASE_LAPSED,
-                                            stamp if final else None, stamp, stamp, job_id, claim])
+                                            stamp if final else None, stamp, stamp,
+                                            *_entry(when, None, "retried" if state == "ready" else state,
+                                                    X_LEASE_LAPSED,
+                                                    f"lease lapsed: worker {claimed_by} died or stalled"),
+                                            job_id, claim])
                 if cursor.rowcount == 1:
                     rescued.append(Rescued(id=as_uuid(job_id), name=name, queue=queue, state=state))
             count_events(cursor, [(r.name, r.queue, "retried" if r.state == "ready" else r.state) for r in rescued],
