@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from ultimate_jobs import NO_TENANT, Retry, Worker
+from ultimate_jobs import NO_TENANT, Retry, Worker, ops
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.store import ATTEMPTS_KEPT, Settlement
 from ultimate_jobs.models import Job
@@ -42,6 +42,9 @@ def test_each_attempt_appends_one_entry_with_its_worker_times_outcome_and_redact
     ends = [datetime.fromisoformat(e["finished_at"]) for e in row.attempts]
     assert all(s <= e for s, e in zip(starts, ends, strict=True))
     assert ends[0] <= starts[1] and ends[1] <= starts[2]
+    shown = ops.get_job(handle.id)["attempts"]  # the operator's view: the same entries, redacted
+    assert [(a["attempt"], a["outcome"]) for a in shown] == [(1, "retried"), (2, "retried"), (3, "done")]
+    assert "boom 2" in shown[1]["error"] and "hunter2" not in shown[1]["error"]
 
 
 def test_the_history_keeps_the_newest_entries_only(declare) -> None:

@@ -14,7 +14,11 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
+from ultimate_jobs.declaration import get_job_handle
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
+from ultimate_jobs.factories.consumer import status as consumer_status
+from ultimate_jobs.factories.webhook.declaration import get_webhook
+from ultimate_jobs.factories.webhook.ledger import deliveries_of
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.jsoncodec import iso as _iso
 from ultimate_jobs.models import BackfillRun, Job, JobStep, OutboxEntry
@@ -25,7 +29,7 @@ from ultimate_jobs.ops.rows import alias as _alias
 from ultimate_jobs.ops.rows import filter_jobs, id_prefix_range
 from ultimate_jobs.ops.rows import jobs as _jobs
 from ultimate_jobs.ops.rows import shape as _shape
-from ultimate_jobs.ops.types import BackfillRunInfo, JobDetail, JobPage, JobStepInfo, JobSummary
+from ultimate_jobs.ops.types import AttemptInfo, BackfillRunInfo, JobDetail, JobPage, JobStepInfo, JobSummary
 from ultimate_jobs.redact import redact, redact_text
 
 MAX_PAGE = 200
@@ -42,19 +46,24 @@ def get_job(job_id: str | UUID) -> JobDetail:
     into another (live) job answers that job, with ``staged_id`` set to ``job_id``.
     """
     key = parse_uuid(job_id, subject="job id")
-    row = _jobs().filter(id=key).values(*_ROW_FIELDS).first()
+    row = _jobs().filter(id=key).values(*_ROW_FIELDS, "attempts").first()
     staged_id = None
     if row is None:
         entry = _outbox().filter(id=key).values(*_STAGED_FIELDS).first()
         if entry is not None and entry["published_at"] is None:
             return _staged(entry)
         if entry is not None and entry["job_id"] is not None:
-            row = _jobs().filter(id=entry["job_id"]).values(*_ROW_FIELDS).first()
+            row = _jobs().filter(id=entry["job_id"]).values(*_ROW_FIELDS, "attempts").first()
             staged_id = str(key)
         if row is None:
             raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
+    attempts = row.pop("attempts") or []
     job = _shape(row)
     job["staged_id"] = staged_id
+    job["attempts"] = [AttemptInfo(attempt=a.get("attempt"), worker=a.get("worker"), started_at=a.get("started_at"),
+                                   finished_at=a.get("finished_at"), outcome=a.get("outcome"),
+                                   error_code=a.get("error_code"), error=redact_text(a.get("error")))
+                       for a in attempts]
     sensitive = job["sensitive"]
     steps = (JobStep.objects.using(_alias()).filter(run_id=row["run_id"])
              .order_by("seq", "id").values("name", "status", "executions", "output", "error", "started_at",
@@ -65,6 +74,9 @@ def get_job(job_id: str | UUID) -> JobDetail:
                     for s in steps]
     job["executions"] = row["attempt"]
     job["backfill"] = _ledger_row(row["run_id"])
+    job["webhook"] = _webhook_deliveries(job["name"], key)
+    payload = row.get("payload")
+    job["consumer"] = consumer_status(job["name"], payload.get("key")) if isinstance(payload, dict) else None
     return cast(JobDetail, job)
 
 
@@ -72,6 +84,14 @@ def _ledger_row(run_id: UUID) -> BackfillRunInfo | None:
     """This run's backfill ledger row, or None (any other job, or a pass that was skipped)."""
     row = BackfillRun.objects.using(_alias()).filter(run_id=run_id).values().first()
     return None if row is None else ledger_row(row)
+
+
+def _webhook_deliveries(name: str, job_id: UUID) -> list[dict[str, Any]] | None:
+    """A webhook() job's delivery attempts in the ``ModelLedger`` table; None for any other job."""
+    handle = get_job_handle(name)
+    if handle is None or get_webhook(handle) is None:
+        return None
+    return deliveries_of(job_id)
 
 
 def _outbox() -> QuerySet[OutboxEntry]:
@@ -87,7 +107,7 @@ def _staged(entry: Mapping[str, Any]) -> JobDetail:
                stop_reason=None, created_at=entry["staged_at"], started_at=None, finished_at=None,
                updated_at=entry["staged_at"])
     job = _shape(row)
-    job.update(staged_id=None, steps=[], executions=0, backfill=None)
+    job.update(staged_id=None, steps=[], attempts=[], executions=0, backfill=None, webhook=None, consumer=None)
     return cast(JobDetail, job)
 
 

@@ -83,14 +83,28 @@ class BackfillRunInfo(TypedDict):
     updated_at: str
 
 
+class AttemptInfo(TypedDict):
+    """One settled attempt in a job's history (``Job.attempts``, the newest 50): who ran it, when,
+    how it ended (``done``, ``retried``, ``dead``, ``failed``), and its redacted error."""
+
+    attempt: int
+    worker: str | None
+    started_at: str | None
+    finished_at: str | None
+    outcome: str
+    error_code: str | None
+    error: str | None
+
+
 class JobDetail(JobSummary):
     """One job as ``get_job`` and the single-job actions answer it: the row, its result, its steps,
-    and its backfill ledger row when it is a backfill pass. ``staged_id`` names the outbox id asked
-    for when that staged row deduplicated into this (live) job."""
+    its attempt history (oldest first), and its backfill ledger row when it is a backfill pass.
+    ``staged_id`` names the outbox id asked for when that staged row deduplicated into this (live) job."""
 
     result: Any
     staged_id: str | None
     steps: list[JobStepInfo]
+    attempts: list[AttemptInfo]
     executions: int
     backfill: BackfillRunInfo | None
 
