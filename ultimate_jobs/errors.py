@@ -78,9 +78,6 @@ X_JOB_NOT_REMOVABLE = register(
 X_JOB_NOT_PROMOTABLE = register(
     "X_JOB_NOT_PROMOTABLE", "Only a delayed job (or one backing off before a retry) can run now; retry a finished one."
 )
-X_NOT_IMPLEMENTED = register(
-    "X_NOT_IMPLEMENTED", "This version of ultimate_jobs does not include the feature named; upgrade to use it."
-)
 X_JOB_NOT_REGISTERED = register(
     "X_JOB_NOT_REGISTERED", "Deploy the job's module to this process (an installed app's jobs.py) or fix the name."
 )
