@@ -30,8 +30,8 @@ def test_a_dead_job_retried_from_the_admin_runs_again(admin_client_) -> None:
     Job.objects.filter(id=r.id).update(state="dead", attempt=5, stop_reason="attempts-exhausted")
     listing = admin_client_.get(CHANGELIST, {"state__exact": "dead"})
     assert listing.status_code == 200 and str(r.id) in listing.content.decode()
-    response = admin_client_.post(CHANGELIST, {"action": "retry_jobs", "_selected_action": [str(r.id)]},
-                                  follow=True)
+    response = admin_client_.post(CHANGELIST, {"action": "retry_jobs", "_selected_action": [str(r.id)],
+                                               "confirmed": "yes"}, follow=True)
     assert "1 job(s) retried." in response.content.decode()
     Worker(queues=["default"], burst=True).run(install_signals=False)
     job = ops.get_job(r.id)
@@ -43,23 +43,23 @@ def test_the_job_page_shows_the_timeline_and_its_buttons_act(admin_client_) -> N
     JobStepFactory(run_id=dead.run_id, name="load", status="completed", output={"rows": 3}, seq=0)
     JobStepFactory(run_id=dead.run_id, name="charge", status="failed", executions=3, error="declined", seq=1)
     html = admin_client_.get(page(dead.id)).content.decode()
-    for text in ("card declined", "charge", "declined", "Retry from failed step (charge)", "&quot;rows&quot;: 3",
+    for text in ("card declined", "charge", "declined", "Retry from step (charge)", "&quot;rows&quot;: 3",
                  "3 of 3"):
         assert text in html, text
-    response = admin_client_.post(do(dead.id, "retry-from-failed-step"), follow=True)
-    assert "retried from the failed step" in response.content.decode()
+    response = admin_client_.post(do(dead.id, "retry-from-failed-step"), {"confirmed": "yes"}, follow=True)
+    assert "retried from a step" in response.content.decode()
     assert [s["name"] for s in ops.get_job(dead.id)["steps"]] == ["load"]
     assert ops.get_job(dead.id)["state"] == "ready"
     # Refusals become messages, never a 500.
-    response = admin_client_.post(do(dead.id, "retry"), follow=True)
+    response = admin_client_.post(do(dead.id, "retry"), {"confirmed": "yes"}, follow=True)
     assert response.status_code == 200 and "X_JOB_NOT_REQUEUEABLE" in response.content.decode()
 
 
 def test_running_jobs_are_never_retried_or_deleted_from_the_admin(admin_client_) -> None:
     running = JobFactory(running=True)
     for action in ("retry_jobs", "delete_jobs"):
-        response = admin_client_.post(CHANGELIST, {"action": action, "_selected_action": [str(running.id)]},
-                                      follow=True)
+        response = admin_client_.post(CHANGELIST, {"action": action, "_selected_action": [str(running.id)],
+                                                   "confirmed": "yes"}, follow=True)
         assert response.status_code == 200
         assert ("X_JOB_NOT_REQUEUEABLE" if action == "retry_jobs" else "X_JOB_NOT_REMOVABLE") in \
             response.content.decode()
@@ -68,19 +68,20 @@ def test_running_jobs_are_never_retried_or_deleted_from_the_admin(admin_client_)
     admin_client_.post(f"{CHANGELIST}{running.id}/delete/", {"post": "yes"})
     assert Job.objects.get(id=running.id).state == "running"
     html = admin_client_.get(page(running.id)).content.decode()
-    assert 'name="cancel"' in html and 'name="retry"' not in html and 'name="delete"' not in html
-    admin_client_.post(do(running.id, "cancel"))
+    assert 'id="do-cancel"' in html and 'id="do-retry"' not in html and 'id="do-delete"' not in html
+    admin_client_.post(do(running.id, "cancel"), {"confirmed": "yes"})
     assert Job.objects.get(id=running.id).state == "cancelled"
 
 
 def test_bulk_actions_on_fifty_dead_jobs(admin_client_) -> None:
     Job.objects.bulk_create([JobFactory.build(dead=True, queue="payments") for _ in range(50)])
     ids = [str(i) for i in Job.objects.values_list("id", flat=True)]
-    response = admin_client_.post(CHANGELIST, {"action": "retry_jobs", "_selected_action": ids}, follow=True)
+    response = admin_client_.post(CHANGELIST, {"action": "retry_jobs", "_selected_action": ids, "confirmed": "yes"},
+                                  follow=True)
     assert "50 job(s) retried." in response.content.decode()
     assert Job.objects.filter(state="ready").count() == 50
-    admin_client_.post(CHANGELIST, {"action": "cancel_jobs", "_selected_action": ids[:10]})
-    admin_client_.post(CHANGELIST, {"action": "delete_jobs", "_selected_action": ids[:5]})
+    admin_client_.post(CHANGELIST, {"action": "cancel_jobs", "_selected_action": ids[:10], "confirmed": "yes"})
+    admin_client_.post(CHANGELIST, {"action": "delete_jobs", "_selected_action": ids[:5], "confirmed": "yes"})
     assert Job.objects.filter(state="cancelled").count() == 5 and Job.objects.count() == 45
 
 
@@ -94,11 +95,12 @@ def test_a_view_only_user_can_look_but_every_write_changes_nothing(viewer_client
     assert str(dead.id) in html and 'id="job-buttons"' not in html
     for action in ACTIONS:
         for job in (dead, delayed, live):
-            response = viewer_client.post(CHANGELIST, {"action": action, "_selected_action": [str(job.id)]})
+            response = viewer_client.post(CHANGELIST, {"action": action, "_selected_action": [str(job.id)],
+                                                       "confirmed": "yes"})
             assert response.status_code in (200, 302, 403)
     for action in ("retry", "retry-from-failed-step", "cancel", "run-now", "delete"):
         for job in (dead, delayed, live):
-            assert viewer_client.post(do(job.id, action)).status_code == 403
+            assert viewer_client.post(do(job.id, action), {"confirmed": "yes"}).status_code == 403
     queue_toggle = reverse("admin:ultimate_jobs_queue_toggle", args=["default", "pause"])
     assert viewer_client.post(queue_toggle).status_code == 403
     assert sorted(Job.objects.values_list("id", "state", "run_at")) == before
@@ -132,6 +134,8 @@ def test_search_by_id_prefix_and_idempotency_key(admin_client_) -> None:
     listing = admin_client_.get(CHANGELIST, {"tenant_id": "acme"})
     assert [j.id for j in listing.context["cl"].result_list] == [t.id]
     assert '<a href="?tenant_id=acme">acme</a>' in listing.content.decode()
+    assert admin_client_.get(CHANGELIST, {"tenant_id": "acme", "state__exact": "ready", "queue": "default",
+                                          "created_at__year": "2026"}).status_code == 200
 
 
 def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:

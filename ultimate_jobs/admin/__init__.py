@@ -19,6 +19,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from ultimate_jobs.admin.jobs import JobAdmin
+from ultimate_jobs.admin.webhooks import WebhookDeliveryAdmin  # noqa: F401  (registers the ledger pages)
 from ultimate_jobs.models import Job
 
 admin.site.register(Job, JobAdmin)

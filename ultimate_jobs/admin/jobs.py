@@ -1,20 +1,19 @@
-"""Internal: the ``Job`` admin: changelist, bulk actions, the read-only job page and its buttons.
+"""Internal: the ``Job`` admin: the changelist, its bulk actions, the job page and its buttons.
 
 The changelist reads one page of rows with only the columns it shows and a 1,000-character
 prefix of each payload (``preview_json`` masks secrets however the prefix is cut): the query
-count does not grow with the rows shown, and no whole payload is ever loaded for a list.
-Actions and buttons call ``ops.*`` one job at a time, so each refusal is reported by its code.
+count does not grow with the rows shown, and no whole payload is ever loaded for a list. It
+accepts only its own filters in the URL (``ALLOWED_LOOKUPS``): any other lookup is refused with
+a 400, so a view-only user cannot probe a redacted value (``?payload__password__startswith=h``).
+Buttons and actions confirm first, then call ``ops`` one job at a time (``admin.actions``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast, Left
@@ -22,56 +21,23 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
-from django.views.decorators.http import require_POST
 
-from ultimate_jobs import clock, ops
+from ultimate_jobs import ops
 from ultimate_jobs.admin import pages
+from ultimate_jobs.admin.actions import BUTTONS, DESTRUCTIVE, act, failed_step, report
+from ultimate_jobs.admin.display import EMPTY, badge, error_is_current, headline, short_id, when
+from ultimate_jobs.admin.jobpage import job_context, offered
+from ultimate_jobs.admin.scope import tenant_scope
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import JobsError
-from ultimate_jobs.models.jobs import LIVE_STATES, TERMINAL_STATES
 from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix
 from ultimate_jobs.redact import preview_json, redact_text
 
 PREVIEW_CHARS = 1000
-STATE_COLOURS = {"ready": "#2a7ab0", "delayed": "#7a5ab0", "running": "#1f8a4c", "suspended": "#8a6d1f",
-                 "done": "#555", "failed": "#b35c00", "dead": "#ba2121", "cancelled": "#777"}
-# action name -> (permission codename suffix, label, ops call)
-BUTTONS: dict[str, tuple[str, str]] = {
-    "retry": ("retry", "Retry"),
-    "retry-from-failed-step": ("retry", "Retry from failed step"),
-    "cancel": ("cancel", "Cancel"),
-    "run-now": ("promote", "Run now"),
-    "delete": ("delete", "Delete"),
-}
-
-
-def failed_step(job: ops.JobDetail) -> str | None:
-    """The first step of the run that failed (or started and never completed), if any."""
-    for step in job["steps"]:
-        if step["status"] != "completed":
-            return str(step["name"])
-    return None
-
-
-def _waiting(run_at: str | None) -> bool:
-    """Whether a ready job is backing off: its ``run_at`` is still ahead."""
-    return run_at is not None and datetime.fromisoformat(run_at.replace("Z", "+00:00")) > clock.now()
-
-
-def _retry_from_failed_step(job_id: str) -> ops.JobDetail:
-    return ops.retry_job(job_id, from_step=failed_step(ops.get_job(job_id)))
-
-
-CALLS: dict[str, Callable[[str], Any]] = {
-    "retry": ops.retry_job,
-    "retry-from-failed-step": _retry_from_failed_step,
-    "cancel": lambda job_id: ops.cancel_job(job_id, reason="from the admin"),
-    "run-now": ops.promote_job,
-    "delete": ops.remove_job,
-}
-DONE = {"retry": "retried", "retry-from-failed-step": "retried from the failed step", "cancel": "cancelled",
-        "run-now": "made runnable now", "delete": "deleted"}
+# The URL lookups the changelist itself makes: its filters, the tenant links, the date drill-down.
+ALLOWED_LOOKUPS = frozenset({"state__exact", "state__isnull", "queue", "name", "tenant_id", "created_at__year",
+                             "created_at__month", "created_at__day"})
 
 
 class _DeclaredFilter(admin.SimpleListFilter):
@@ -112,9 +78,9 @@ class NameFilter(_DeclaredFilter):
 
 
 class JobAdmin(admin.ModelAdmin):
-    list_display = ("short_id", "state_badge", "queue", "name", "tenant", "attempts", "run_at", "short_error",
+    list_display = ("job_id", "state_badge", "queue", "name", "tenant", "attempt_count", "updated", "short_error",
                     "payload_preview")
-    list_display_links = ("short_id",)
+    list_display_links = ("job_id",)
     list_filter = ("state", QueueFilter, NameFilter)
     search_fields = ("idempotency_key",)
     search_help_text = "An id or its first characters, an idempotency key (exact or its start), or a tenant id."
@@ -127,10 +93,16 @@ class JobAdmin(admin.ModelAdmin):
 
     # -- the changelist --------------------------------------------------------------------------
 
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        return lookup in ALLOWED_LOOKUPS
+
     def get_queryset(self, request: HttpRequest) -> Any:
-        return (super().get_queryset(request)
-                .only("id", "name", "queue", "state", "tenant_id", "attempt", "max_attempts", "run_at", "created_at",
-                      "last_error", "error_code")
+        query = super().get_queryset(request)
+        tenant = tenant_scope(request)
+        if tenant is not None:
+            query = query.filter(tenant_id=tenant)
+        return (query.only("id", "name", "queue", "state", "tenant_id", "attempt", "max_attempts", "run_at",
+                           "created_at", "updated_at", "last_error", "error_code")
                 .annotate(payload_head=Left(Cast("payload", TextField()), PREVIEW_CHARS)))
 
     def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> tuple[Any, bool]:
@@ -144,37 +116,46 @@ class JobAdmin(admin.ModelAdmin):
         return queryset.filter(match), False
 
     @admin.display(description="id", ordering="id")
-    def short_id(self, obj: Any) -> str:
-        # The whole id: UUIDv7s made in one millisecond share their first 13 characters.
-        return format_html('<span style="font-family:monospace;font-size:0.9em">{}</span>', obj.id)
+    def job_id(self, obj: Any) -> str:
+        return short_id(obj.id)
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, obj: Any) -> str:
-        return format_html('<b style="color:{}">{}</b>', STATE_COLOURS.get(obj.state, "#333"), obj.state)
+        return badge(obj.state)
 
     @admin.display(description="tenant", ordering="tenant_id")
     def tenant(self, obj: Any) -> str:
         # Tenants are unbounded, so no sidebar filter (a DISTINCT scan); the value links to its rows.
         if obj.tenant_id is None:
-            return "-"
+            return EMPTY
         return format_html('<a href="?tenant_id={}">{}</a>', quote(obj.tenant_id), obj.tenant_id)
 
     @admin.display(description="attempts")
-    def attempts(self, obj: Any) -> str:
+    def attempt_count(self, obj: Any) -> str:
         return f"{obj.attempt}/{obj.max_attempts}"
 
-    @admin.display(description="error")
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, obj: Any) -> str:
+        return when(obj.updated_at)
+
+    @admin.display(description="last error")
     def short_error(self, obj: Any) -> str:
         text = redact_text(obj.last_error) or ""
-        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("(not retried")]
-        short = lines[-1] if lines else ""
-        return (short[:79] + "\u2026") if len(short) > 80 else short
+        line = headline(text)
+        if not line or obj.state == "done":
+            return EMPTY  # a done job's error belongs to an earlier attempt: the job page has it
+        shown = line if len(line) <= 160 else line[:159] + "\u2026"
+        if error_is_current(obj.state):
+            return format_html('<span class="uj-error" title="{}">{}</span>', text[:2000], shown)
+        return format_html('<span class="uj-error uj-earlier" title="earlier attempt: {}">earlier attempt: {}</span>',
+                           text[:2000], shown)
 
     @admin.display(description="payload")
     def payload_preview(self, obj: Any) -> str:
         handle = get_job_handle(obj.name)
-        return format_html("<code>{}</code>", preview_json(obj.payload_head, limit=60,
-                                                           sensitive=bool(handle and handle.sensitive)))
+        preview = preview_json(obj.payload_head, limit=300, sensitive=bool(handle and handle.sensitive))
+        return format_html('<details class="uj-payload"><summary>{}</summary><code>{}</code></details>',
+                           preview[:24] + ("\u2026" if len(preview) > 24 else ""), preview)
 
     # -- permissions -----------------------------------------------------------------------------
 
@@ -199,6 +180,11 @@ class JobAdmin(admin.ModelAdmin):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("ultimate_jobs.pause_queue")
 
+    def may(self, request: HttpRequest, action: str) -> bool:
+        perm = BUTTONS[action][0]
+        return (self.has_delete_permission(request) if perm == "delete"
+                else bool(getattr(self, f"has_{perm}_permission")(request)))
+
     def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
         # action_location exists from Django 6.1 (which warns about overrides without it).
         where = {} if action_location is None else {"action_location": action_location}
@@ -206,50 +192,48 @@ class JobAdmin(admin.ModelAdmin):
         actions.pop("delete_selected", None)  # it would delete running jobs behind ops' back
         return actions
 
-    # -- actions ---------------------------------------------------------------------------------
+    # -- bulk actions: a confirmation page, then one ops call per job ---------------------------------
 
-    def _each(self, request: HttpRequest, queryset: Any, action: str) -> None:
-        ids = [str(i) for i in queryset.values_list("id", flat=True)[: ops.MAX_BULK]]
-        done, refused = 0, []
-        for job_id in ids:
-            try:
-                CALLS[action](job_id)
-                done += 1
-            except JobsError as err:
-                refused.append((job_id, err))
-        if done:
-            self.message_user(request, f"{done} job(s) {DONE[action]}.", messages.SUCCESS)
-        for job_id, refusal in refused[:20]:
-            self.message_user(request, f"{job_id}: {refusal.code}: {refusal.cause} Fix: {refusal.fix}",
-                              messages.WARNING)
-        if len(refused) > 20:
-            self.message_user(request, f"... and {len(refused) - 20} more refused.", messages.WARNING)
+    def _bulk(self, request: HttpRequest, queryset: Any, action: str) -> HttpResponse | None:
+        picked = [(str(i), n) for i, n in queryset.order_by("-id").values_list("id", "name")[: ops.MAX_BULK]]
+        if request.POST.get("confirmed") != "yes":
+            return TemplateResponse(request, "admin/ultimate_jobs/job/confirm.html", {
+                **self.admin_site.each_context(request), "opts": self.opts, "title": "Are you sure?",
+                "action": action, "label": BUTTONS[action][1], "effect": BUTTONS[action][2],
+                "destructive": action in DESTRUCTIVE, "bulk_action": request.POST.get("action"),
+                "jobs": [{"id": i, "name": n, "url": reverse("admin:ultimate_jobs_job_change", args=[i])}
+                         for i, n in picked],
+                "select_across": request.POST.get("select_across", "0"),
+                "back": request.get_full_path()})
+        report(request, action, len(picked), act(request, action, picked))
+        return None
 
     @admin.action(description="Retry selected jobs", permissions=["retry"])
-    def retry_jobs(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(request, queryset, "retry")
+    def retry_jobs(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "retry")
 
     @admin.action(description="Retry selected jobs from their failed step", permissions=["retry"])
-    def retry_from_failed_step(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(request, queryset, "retry-from-failed-step")
+    def retry_from_failed_step(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "retry-from-failed-step")
 
     @admin.action(description="Cancel selected jobs", permissions=["cancel"])
-    def cancel_jobs(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(request, queryset, "cancel")
+    def cancel_jobs(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "cancel")
 
     @admin.action(description="Run selected jobs now", permissions=["promote"])
-    def run_jobs_now(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(request, queryset, "run-now")
+    def run_jobs_now(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "run-now")
 
     @admin.action(description="Delete selected jobs (never a running one)", permissions=["delete"])
-    def delete_jobs(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(request, queryset, "delete")
+    def delete_jobs(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._bulk(request, queryset, "delete")
 
-    # -- the job page --------------------------------------------------------------------------------
+    # -- the job page and the pages beside the changelist ---------------------------------------------
 
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view
         return [
+            path("overview/", wrap(pages.overview_view(self)), name="ultimate_jobs_overview"),
             path("queues/", wrap(pages.queues_view(self)), name="ultimate_jobs_queues"),
             path("queues/<str:queue>/<str:verb>/", wrap(pages.queue_toggle_view(self)),
                  name="ultimate_jobs_queue_toggle"),
@@ -258,78 +242,60 @@ class JobAdmin(admin.ModelAdmin):
             path("tasks/<str:task>/<str:verb>/", wrap(pages.task_toggle_view(self)),
                  name="ultimate_jobs_task_toggle"),
             path("backfills/", wrap(pages.backfills_view(self)), name="ultimate_jobs_backfills"),
-            path("<str:object_id>/do/<str:action>/", wrap(require_POST(self.job_action_view)),
-                 name="ultimate_jobs_job_action"),
+            path("<str:object_id>/do/<str:action>/", wrap(self.job_action_view), name="ultimate_jobs_job_action"),
             *super().get_urls(),
         ]
 
-    def buttons(self, request: HttpRequest, job: ops.JobDetail) -> list[dict[str, str]]:
-        """The actions this user may take on this job in its current state."""
-        state = job["state"]
-        offered = {
-            "retry": state in TERMINAL_STATES,
-            "retry-from-failed-step": state in TERMINAL_STATES and failed_step(job) is not None,
-            "cancel": state in LIVE_STATES,
-            "run-now": state == "delayed" or (state == "ready" and _waiting(job["run_at"])),
-            "delete": state != "running",
-        }
-        return [{"action": action, "label": label,
-                 "url": reverse("admin:ultimate_jobs_job_action", args=[job["id"], action])}
-                for action, (perm, label) in BUTTONS.items()
-                if offered[action] and (self.has_delete_permission(request) if perm == "delete"
-                                        else getattr(self, f"has_{perm}_permission")(request))]
+    def _job(self, request: HttpRequest, object_id: str) -> ops.JobDetail | None:
+        """The job, or None after a warning (unknown, malformed, or another tenant's)."""
+        try:
+            job = ops.get_job(object_id)
+        except JobsError as err:
+            self.message_user(request, f"{err.code}: {err.cause}", "warning")
+            return None
+        tenant = tenant_scope(request)
+        if tenant is not None and job["tenant_id"] != tenant:
+            self.message_user(request, f"X_JOB_NOT_FOUND: No job has the id {object_id}.", "warning")
+            return None
+        return job
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
-        try:
-            job = ops.get_job(object_id)
-        except JobsError as err:
-            self.message_user(request, f"{err.code}: {err.cause}", messages.WARNING)
+        job = self._job(request, object_id)
+        if job is None:
             return HttpResponseRedirect(reverse("admin:ultimate_jobs_job_changelist"))
-        context = {
-            **self.admin_site.each_context(request), "opts": self.opts, "title": f"{job['name']} \u00b7 {job['state']}",
-            "job": job, "buttons": self.buttons(request, job), "failed_step": failed_step(job),
-            "payload_json": json.dumps(job["payload"], indent=2, ensure_ascii=False),
-            "result_json": None if job["result"] is None else json.dumps(job["result"], indent=2, ensure_ascii=False),
-            "progress_json": None if job["progress"] is None else json.dumps(job["progress"]),
-            "backfill_json": None if job["backfill"] is None else json.dumps(job["backfill"], indent=2),
-            "steps": [{**s, "output_json": None if s["output"] is None else json.dumps(s["output"], ensure_ascii=False)}
-                      for s in job["steps"]],
-            "state_colour": STATE_COLOURS.get(job["state"], "#333"),
-            **(extra_context or {}),
-        }
+        actions = [a for a in offered(job) if self.may(request, a)]
+        context = {**self.admin_site.each_context(request), "opts": self.opts, **job_context(job, actions),
+                   **(extra_context or {})}
         return TemplateResponse(request, "admin/ultimate_jobs/job/detail.html", context)
 
     def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
         """Django's own delete page would delete through the ORM (a running job too): the job
         page's Delete button (``ops.remove_job``) is the one way to delete."""
-        self.message_user(request, "Delete a job with the Delete button on its page (never a running job).",
-                          messages.INFO)
-        return HttpResponseRedirect(reverse("admin:ultimate_jobs_job_change", args=[object_id]))
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        self._each(request, self.get_queryset(request).filter(pk=obj.pk), "delete")
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        self._each(request, queryset, "delete")
+        return HttpResponseRedirect(reverse("admin:ultimate_jobs_job_action", args=[object_id, "delete"]))
 
     def job_action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
-        if action not in BUTTONS:
+        """GET: the confirmation page for one job; POST: act, then back to the job (or the list)."""
+        if action not in BUTTONS or not self.may(request, action):
             raise PermissionDenied
-        perm = BUTTONS[action][0]
-        allowed = (self.has_delete_permission(request) if perm == "delete"
-                   else getattr(self, f"has_{perm}_permission")(request))
-        if not allowed:
-            raise PermissionDenied
+        job = self._job(request, object_id)
         page = reverse("admin:ultimate_jobs_job_change", args=[object_id])
-        try:
-            CALLS[action](object_id)
-        except JobsError as err:
-            self.message_user(request, f"{err.code}: {err.cause} Fix: {err.fix}", messages.WARNING)
-            return HttpResponseRedirect(page)
-        self.message_user(request, f"Job {object_id} {DONE[action]}.", messages.SUCCESS)
-        if action == "delete":
+        if job is None:
+            return HttpResponseRedirect(reverse("admin:ultimate_jobs_job_changelist"))
+        steps = [s["name"] for s in job["steps"]]
+        if request.method != "POST":
+            return TemplateResponse(request, "admin/ultimate_jobs/job/confirm.html", {
+                **self.admin_site.each_context(request), "opts": self.opts, "title": "Are you sure?",
+                "action": action, "label": BUTTONS[action][1], "effect": BUTTONS[action][2],
+                "destructive": action in DESTRUCTIVE, "one": job, "back": page,
+                "steps": steps if action == "retry-from-failed-step" else [],
+                "chosen_step": failed_step(job),
+                "jobs": [{"id": job["id"], "name": job["name"], "url": page}]})
+        step = request.POST.get("step") or None
+        refused = act(request, action, [(job["id"], job["name"])], step)
+        report(request, action, 1, refused)
+        if action == "delete" and not refused:
             return HttpResponseRedirect(reverse("admin:ultimate_jobs_job_changelist"))
         return HttpResponseRedirect(page)

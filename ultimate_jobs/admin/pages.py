@@ -1,6 +1,7 @@
-"""Internal: the admin pages beside the job changelist: queues, workers, scheduled tasks and
-the backfill ledger. Each reads one ``ops`` call; pausing and resuming (queues and tasks) needs
-``ultimate_jobs.pause_queue`` and a POST.
+"""Internal: the admin pages beside the job changelist: the overview, queues, workers, scheduled
+tasks and the backfill ledger. Each reads one ``ops`` call; pausing and resuming (queues and
+tasks) needs ``ultimate_jobs.pause_queue`` and a POST. The fleet-wide pages (all but the
+overview) are refused to a user the ``ADMIN_TENANT_OF`` hook scopes to one tenant.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ultimate_jobs import ops
+from ultimate_jobs.admin.overview import overview_context
+from ultimate_jobs.admin.scope import tenant_scope
 from ultimate_jobs.errors import JobsError
 
 if TYPE_CHECKING:
@@ -25,12 +28,24 @@ View = Callable[..., HttpResponse]
 STATE_COLUMNS = ("ready", "delayed", "running", "suspended", "failed", "dead", "done", "cancelled")
 
 
-def _render(admin: JobAdmin, request: HttpRequest, template: str, title: str, **context: Any) -> HttpResponse:
-    if not admin.has_view_or_change_permission(request):
+def _render(admin: JobAdmin, request: HttpRequest, template: str, title: str, *, fleet: bool = True,
+            **context: Any) -> HttpResponse:
+    if not admin.has_view_or_change_permission(request) or (fleet and tenant_scope(request) is not None):
         raise PermissionDenied
     return TemplateResponse(request, f"admin/ultimate_jobs/{template}", {
         **admin.admin_site.each_context(request), "opts": admin.opts, "title": title,
         "can_pause": admin.has_pause_permission(request), **context})
+
+
+def overview_view(admin: JobAdmin) -> View:
+    """The overview as a page; ``?partial=1`` answers only its fragment (the live refresh)."""
+    def view(request: HttpRequest) -> HttpResponse:
+        if request.GET.get("partial") == "1":
+            if not admin.has_view_or_change_permission(request):
+                raise PermissionDenied
+            return TemplateResponse(request, "admin/ultimate_jobs/_overview.html", overview_context(request))
+        return _render(admin, request, "overview.html", "Overview", fleet=False, **overview_context(request))
+    return view
 
 
 def queues_view(admin: JobAdmin) -> View:
@@ -46,7 +61,8 @@ def queues_view(admin: JobAdmin) -> View:
 def _toggle(admin: JobAdmin, request: HttpRequest, verb: str, act: Callable[[], Any], back: str, what: str) -> Any:
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    if not admin.has_pause_permission(request) or verb not in ("pause", "resume"):
+    if (not admin.has_pause_permission(request) or verb not in ("pause", "resume")
+            or tenant_scope(request) is not None):
         raise PermissionDenied
     try:
         act()
