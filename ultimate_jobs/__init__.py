@@ -54,6 +54,10 @@ _EXPORTS: dict[str, str] = {
     "registered_tasks": "ultimate_jobs.schedule.declarations",
     "retry_schedule": "ultimate_jobs.retry",
     "task": "ultimate_jobs.schedule.declarations",
+    "consumer": "ultimate_jobs.factories.consumer",
+    "verify_webhook_signature": "ultimate_jobs.factories.webhook.signing",
+    "webhook": "ultimate_jobs.factories.webhook.declaration",
+    "webhook_receiver": "ultimate_jobs.factories.webhook_receiver",
 }
 
 __all__ = [
@@ -86,6 +90,10 @@ __all__ = [
     "registered_tasks",
     "retry_schedule",
     "task",
+    "consumer",
+    "verify_webhook_signature",
+    "webhook",
+    "webhook_receiver",
 ]
 
 _moved.install()
@@ -125,3 +133,7 @@ if _TYPE_CHECKING:  # what a type checker and an IDE see: the same names, import
     from ultimate_jobs.runtime.worker import Worker
     from ultimate_jobs.schedule.declarations import TaskHandle, registered_tasks, task
     from ultimate_jobs.schedule.scheduler import Scheduler
+    from ultimate_jobs.factories.consumer import consumer
+    from ultimate_jobs.factories.webhook.declaration import webhook
+    from ultimate_jobs.factories.webhook.signing import verify_webhook_signature
+    from ultimate_jobs.factories.webhook_receiver import webhook_receiver

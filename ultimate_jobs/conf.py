@@ -17,7 +17,9 @@ Options (default): ``DATABASE`` ("default"), ``OUTBOX`` ("auto"), ``QUEUES`` (["
 ``EVENT_POLL`` (15 min with the wake, 30 s without), ``MAX_PAYLOAD_BYTES`` (1 MiB), ``MAX_STEP_OUTPUT_BYTES`` (1 MiB),
 ``REDACT_KEYS`` (password, passwd, secret, token, api_key, apikey, authorization, cookie,
 signature, credential), ``METRICS_TOKEN`` (None: the metrics view needs a user with
-``ultimate_jobs.view_job``; set, a scraper may send ``Authorization: Bearer <token>``).
+``ultimate_jobs.view_job``; set, a scraper may send ``Authorization: Bearer <token>``),
+``WEBHOOK_ALLOW_HTTP`` (False: ``webhook()`` refuses plain ``http://`` endpoints unless declared
+``allow_private=True``; True allows them, for a development receiver).
 Durations are held in seconds.
 
 Settings are read on first use, never at import, and validated whole: a bad value raises
@@ -76,6 +78,7 @@ class JobsSettings:
     MAX_STEP_OUTPUT_BYTES: int = 1 << 20
     REDACT_KEYS: tuple[str, ...] = DEFAULT_REDACT_KEYS
     METRICS_TOKEN: str | None = None
+    WEBHOOK_ALLOW_HTTP: bool = False
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> JobsSettings:
@@ -103,6 +106,10 @@ class JobsSettings:
         for key in ("ENVIRONMENT", "TENANT_OF", "TENANT_CONTEXT", "ADMIN_TENANT_OF", "METRICS_TOKEN"):
             if raw.get(key) is not None:
                 values[key] = _text(key, raw[key])
+        if "WEBHOOK_ALLOW_HTTP" in raw:
+            if not isinstance(raw["WEBHOOK_ALLOW_HTTP"], bool):
+                raise JobsError(X_CONFIG_INVALID, "ULTIMATE_JOBS['WEBHOOK_ALLOW_HTTP'] must be True or False.")
+            values["WEBHOOK_ALLOW_HTTP"] = raw["WEBHOOK_ALLOW_HTTP"]
         if "OUTBOX" in raw:
             if raw["OUTBOX"] not in ("auto", "required"):
                 raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['OUTBOX']={raw['OUTBOX']!r} is not "

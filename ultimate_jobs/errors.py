@@ -182,6 +182,72 @@ X_BACKFILL_NOT_FOUND = register(
 )
 
 
+# -- webhooks and consumers (ultimate_jobs.factories.webhook, .webhook_receiver, .consumer) --------
+X_WEBHOOK_ENDPOINT_UNKNOWN = register(
+    "X_WEBHOOK_ENDPOINT_UNKNOWN", "Enqueue deliveries only for endpoints endpoint(**input) can find; a deleted "
+    "endpoint's deliveries are dropped."
+)
+X_WEBHOOK_ENDPOINT_INVALID = register(
+    "X_WEBHOOK_ENDPOINT_INVALID", "Give the endpoint an https:// URL whose host resolves to a public address (or "
+    "declare webhook(allow_private=True) for an internal receiver you trust)."
+)
+X_WEBHOOK_ENDPOINT_DISABLED = register(
+    "X_WEBHOOK_ENDPOINT_DISABLED", "Fix the receiver, then re-enable it: ModelLedger().enable(endpoint_id) (or "
+    "clear disabled on your endpoint row); deliveries after that are sent again."
+)
+X_WEBHOOK_EVENT_UNKNOWN = register(
+    "X_WEBHOOK_EVENT_UNKNOWN", "Enqueue deliveries only for events event(**input) can find."
+)
+X_WEBHOOK_EVENT_INVALID = register(
+    "X_WEBHOOK_EVENT_INVALID", "Answer {\"id\", \"topic\", \"body\"} from event(**input): non-empty id and topic "
+    "strings, and a str, bytes or dict body."
+)
+X_WEBHOOK_DELIVERY_FAILED = register(
+    "X_WEBHOOK_DELIVERY_FAILED", "None needed: the delivery is retried on the job's schedule; a receiver that "
+    "keeps failing is disabled after disable_after attempts."
+)
+X_WEBHOOK_DELIVERY_THROTTLED = register(
+    "X_WEBHOOK_DELIVERY_THROTTLED", "None needed: the next attempt waits the receiver's Retry-After."
+)
+X_WEBHOOK_DELIVERY_REJECTED = register(
+    "X_WEBHOOK_DELIVERY_REJECTED", "Check what the receiver answers (status in the delivery ledger); a redirect is "
+    "never followed: store the final URL on the endpoint."
+)
+X_WEBHOOK_SIGNATURE_INVALID = register(
+    "X_WEBHOOK_SIGNATURE_INVALID", "Verify with the endpoint's current secret (a list during rotation) over the "
+    "exact request bytes, before any parsing."
+)
+X_WEBHOOK_SIGNATURE_STALE = register(
+    "X_WEBHOOK_SIGNATURE_STALE", "Check the receiving clock (NTP); a replayed old request is refused by design."
+)
+X_WEBHOOK_EVENT_ID_INVALID = register(
+    "X_WEBHOOK_EVENT_ID_INVALID", "Answer an event id of 1-200 printable ASCII characters from verify(), read "
+    "from signed data."
+)
+X_WEBHOOK_BODY_TOO_LARGE = register(
+    "X_WEBHOOK_BODY_TOO_LARGE", "Raise webhook_receiver(max_bytes=...) if the sender's events are legitimately "
+    "larger."
+)
+X_WEBHOOK_RECEIVER_INVALID = register(
+    "X_WEBHOOK_RECEIVER_INVALID", "Correct the named webhook_receiver() option: a relative Django path, callable "
+    "verify and handle, max_bytes a whole number >= 1."
+)
+X_WEBHOOK_RECEIVER_UNAVAILABLE = register(
+    "X_WEBHOOK_RECEIVER_UNAVAILABLE", "None needed by the sender: it redelivers after Retry-After; check the jobs "
+    "database."
+)
+X_WEBHOOK_HTTPX_MISSING = register(
+    "X_WEBHOOK_HTTPX_MISSING", "pip install 'ultimate-jobs[webhooks]' (outbound webhooks send with httpx)."
+)
+X_CONSUMER_INVALID = register(
+    "X_CONSUMER_INVALID", "Correct the named consumer() option: callables for keys, open and handle, cursor=(load, "
+    "save), batch a whole number >= 1, rearm whole minutes dividing an hour, and no timeout."
+)
+X_CONSUMER_SELF_ENQUEUE = register(
+    "X_CONSUMER_SELF_ENQUEUE", "Do not enqueue the consumer from its own open/handle; its supervisor re-arms it."
+)
+
+
 class JobsError(Exception):
     """A refusal or failure with a code, a cause and a one-line fix."""
 

@@ -1,5 +1,5 @@
 """The built-in retention purge: finished jobs and stored events are deleted once their retention
-has passed. It is a ``purge()`` (``ultimate_jobs.factories.purge``) with two targets.
+has passed. It is a ``purge()`` (``ultimate_jobs.factories.purge``) with three targets.
 
 Usage::
 
@@ -17,6 +17,8 @@ Targets, in order (each one step, ``purge:<name>``):
 - ``StoredEvents`` (``events``): events (``publish_event``) published more than
   ``DEAD_RETENTION`` ago, except those an open ``wait_for_event`` on their name, begun no later
   than the publish, could still be answered by. Answers ``{"events", "batches"}``.
+- ``WebhookDeliveries`` (``webhook-deliveries``, in ``factories.webhook.ledger``): webhook ledger
+  rows (``WebhookDelivery``) older than ``DEAD_RETENTION``. Answers ``{"deliveries", "batches"}``.
 
 Each deletes ``batch`` rows a transaction (1000; 1 to 10,000) until a batch comes back short,
 stopping early when the run is cancelled (a draining worker). Two passes at once share the work
@@ -35,6 +37,7 @@ from typing import Any
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import store_for
 from ultimate_jobs.factories.purge import cancelled, purge
+from ultimate_jobs.factories.webhook.ledger import webhook_deliveries
 from ultimate_jobs.retry import Retry
 
 log = logging.getLogger("ultimate_jobs")
@@ -97,5 +100,6 @@ class StoredEvents(_BatchedTarget):
 
 finished_jobs = FinishedJobs()
 stored_events = StoredEvents()
-purge_retention = purge(name="ultimate_jobs.purge_retention", targets=[finished_jobs, stored_events],
+purge_retention = purge(name="ultimate_jobs.purge_retention", targets=[finished_jobs, stored_events,
+                                                                          webhook_deliveries],
                         retry=Retry(attempts=3, delay="1m"))

@@ -1,0 +1,218 @@
+"""``webhook_receiver()``: an inbound webhook — a Django view that verifies and enqueues, and the
+job that handles the event.
+
+Usage::
+
+    # billing/jobs.py
+    from ultimate_jobs import NO_TENANT, JobsError, verify_webhook_signature, webhook_receiver
+
+    def verify(inbound):                              # the exact bytes; nothing parsed yet
+        verify_webhook_signature(inbound.body, inbound.headers, secret=[NEW_SECRET, OLD_SECRET])
+        return {"event_id": inbound.headers["X-Ultimate-Webhook-Id"],   # signed: inside the MAC
+                "payload": json.loads(inbound.body)}
+
+    def handle(*, event_id, payload, ctx):            # the job's body: at least once per event id
+        Invoice.objects.filter(pk=payload["invoice"]).update(paid=True)
+
+    billing_events = webhook_receiver(name="billing.events", path="hooks/billing/<str:account>/",
+                                      tenant=NO_TENANT, verify=verify, handle=handle)
+
+    # urls.py: path("", include("ultimate_jobs.urls")) serves POST /hooks/billing/<account>/
+
+Options (default): ``name`` (required: the job's name), ``path`` (required: a Django route, no
+leading ``/``, ``<converter:name>`` segments become ``inbound.params``), ``tenant`` (required:
+``NO_TENANT``, or as ``@job``'s over ``event_id`` and ``payload``), ``verify`` (required:
+``callable(inbound) -> {"event_id", "payload"}``; ``inbound.body`` bytes, ``inbound.headers``,
+``inbound.params``), ``handle`` (required: ``callable(*, event_id, payload, ctx)``), ``max_bytes``
+(1 MiB), ``queue`` ("default"), ``retry`` (``Retry()``).
+
+The view answers ``POST`` only (405 otherwise). It reads at most ``max_bytes`` (over is 413 with
+``X_WEBHOOK_BODY_TOO_LARGE``, decided while reading, never after buffering the rest), calls
+``verify`` (a raise is 401 with the error's code when it is a ``JobsError``, else
+``X_WEBHOOK_SIGNATURE_INVALID``; nothing is queued), checks the event id (1-200 printable ASCII,
+else 422 ``X_WEBHOOK_EVENT_ID_INVALID``) and the payload (JSON, else 422
+``X_WEBHOOK_EVENT_INVALID``), enqueues the job (key: the event id; the payload is stored
+``sensitive``) with a direct insert, and only after that row is committed answers
+``200 {"ok": true, "event_id", "deduped"}`` — ``deduped`` true when a live job already holds the
+event id (a redelivery). A write that fails is ``503`` with ``Retry-After: 30`` and
+``X_WEBHOOK_RECEIVER_UNAVAILABLE``: the sender redelivers. A refusal's body is
+``{"ok": false, "code"}``: it never echoes the request or the verifier's message.
+
+The view is exempt from Django's CSRF check by design: a sender has no CSRF token, and the
+signature ``verify`` checks is the request's authentication. It runs outside
+``ATOMIC_REQUESTS`` so the 200 follows the commit. Refused at declaration:
+``X_WEBHOOK_RECEIVER_INVALID``; the job's own refusals as ``@job``'s.
+
+Logged events: ``jobs.webhook.received``, ``jobs.webhook.refused`` (warning, with the code),
+``jobs.webhook.unavailable`` (error).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import DatabaseError, transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import URLPattern, clear_url_caches
+from django.urls import path as route_pattern
+from django.views.decorators.csrf import csrf_exempt
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.enqueue import submit
+from ultimate_jobs.errors import (
+    X_WEBHOOK_BODY_TOO_LARGE,
+    X_WEBHOOK_EVENT_ID_INVALID,
+    X_WEBHOOK_EVENT_INVALID,
+    X_WEBHOOK_RECEIVER_INVALID,
+    X_WEBHOOK_RECEIVER_UNAVAILABLE,
+    X_WEBHOOK_SIGNATURE_INVALID,
+    JobsError,
+)
+from ultimate_jobs.names import check_job_name
+
+log = logging.getLogger("ultimate_jobs")
+
+DEFAULT_MAX_BYTES = 1 << 20
+RETRY_AFTER = 30
+CHUNK = 64 * 1024
+
+# The live list ``ultimate_jobs.urls`` includes: a receiver declared after the URLconf loaded is
+# served too (Django resolves over this very list object).
+urlpatterns: list[URLPattern] = []
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """What ``verify`` is given: the exact body bytes, the request headers, the path's params."""
+
+    body: bytes
+    headers: Mapping[str, str]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receiver:
+    name: str
+    path: str
+    handle: AnyJobHandle
+    verify: Callable[[Inbound], Any]
+    max_bytes: int
+
+
+def _refuse(status: int, code: str, receiver: Receiver, why: str) -> JsonResponse:
+    log.warning("jobs.webhook.refused name=%s status=%s code=%s %s", receiver.name, status, code, why)
+    return JsonResponse({"ok": False, "code": code}, status=status)
+
+
+def _read(request: HttpRequest, limit: int) -> bytes | None:
+    """The body, or None past ``limit`` bytes: the declared length is checked first, then the
+    stream is read a chunk at a time and abandoned as soon as it passes the cap."""
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks, size = [], 0
+    while True:
+        chunk = request.read(CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+
+
+def _event_id(value: Any) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str) and 1 <= len(value) <= 200 and all(33 <= ord(c) < 127 for c in value):
+        return value
+    return None
+
+
+def receive(receiver: Receiver, request: HttpRequest, params: dict[str, Any]) -> HttpResponse:
+    if request.method != "POST":
+        response = JsonResponse({"ok": False, "code": "method-not-allowed"}, status=405)
+        response["Allow"] = "POST"
+        return response
+    body = _read(request, receiver.max_bytes)
+    if body is None:
+        return _refuse(413, X_WEBHOOK_BODY_TOO_LARGE, receiver, f"over max_bytes={receiver.max_bytes}")
+    try:
+        answer = receiver.verify(Inbound(body=body, headers=request.headers, params=params))
+    except JobsError as err:
+        return _refuse(401, err.code, receiver, "verify refused")
+    except Exception as exc:  # the verifier's own parse error: its message may quote the body
+        return _refuse(401, X_WEBHOOK_SIGNATURE_INVALID, receiver, f"verify raised {type(exc).__name__}")
+    event_id = _event_id(_get(answer, "event_id"))
+    if event_id is None:
+        return _refuse(422, X_WEBHOOK_EVENT_ID_INVALID, receiver, "verify answered no valid event_id")
+    payload = _get(answer, "payload")
+    try:
+        row = receiver.handle.using(database=get_settings().DATABASE).row({"event_id": event_id, "payload": payload})
+    except JobsError as err:
+        return _refuse(422, X_WEBHOOK_EVENT_INVALID, receiver, f"payload refused ({err.code})")
+    try:
+        # Direct, on the view's own autocommit: the row is committed when this returns.
+        result = submit([row], database=get_settings().DATABASE, direct=True)[0]
+    except DatabaseError as exc:
+        log.error("jobs.webhook.unavailable name=%s event_id=%s %s", receiver.name, event_id, type(exc).__name__)
+        response = JsonResponse({"ok": False, "code": X_WEBHOOK_RECEIVER_UNAVAILABLE}, status=503)
+        response["Retry-After"] = str(RETRY_AFTER)
+        return response
+    log.info("jobs.webhook.received name=%s event_id=%s job_id=%s deduped=%s", receiver.name, event_id, result.id,
+             result.deduped)
+    return JsonResponse({"ok": True, "event_id": event_id, "deduped": bool(result.deduped)})
+
+
+def _get(answer: Any, key: str) -> Any:
+    return answer.get(key) if isinstance(answer, Mapping) else None
+
+
+def webhook_receiver(*, name: str, path: str, tenant: Any = None, verify: Callable[[Inbound], Any],  # noqa: A002
+                     handle: Callable[..., Any], max_bytes: int = DEFAULT_MAX_BYTES, queue: str = "default",
+                     retry: Any = None) -> AnyJobHandle:
+    """Declare an inbound webhook; see the module docstring for every option and refusal."""
+    code = X_WEBHOOK_RECEIVER_INVALID
+    name = check_job_name(name)
+    owner = f"webhook_receiver {name!r}"
+    route = path
+    if not isinstance(route, str) or not route or route.startswith("/"):
+        raise JobsError(code, f"{owner}: path={route!r} must be a Django route without a leading '/'.",
+                        'Pass path="hooks/billing/<str:account>/".')
+    if tenant is None:
+        raise JobsError(code, f"{owner} has no tenant.", "Pass tenant=NO_TENANT or tenant=lambda payload, **_: ...")
+    for option, value in (("verify", verify), ("handle", handle)):
+        if not callable(value):
+            raise JobsError(code, f"{owner}: {option}={value!r} is not callable.")
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise JobsError(code, f"{owner}: max_bytes={max_bytes!r} must be a whole number of bytes >= 1.")
+
+    def run(ctx: Any, *, event_id: str, payload: Any = None) -> Any:
+        return handle(event_id=event_id, payload=payload, ctx=ctx)
+
+    run.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
+    run.__qualname__ = run.__name__ = f"webhook_receiver[{name}]"
+    job_handle = job(run, name=name, idempotency_key="{event_id}", tenant=tenant, queue=queue, retry=retry,
+                     sensitive=True)
+    receiver = Receiver(name=name, path=route, handle=job_handle, verify=verify, max_bytes=max_bytes)
+
+    @csrf_exempt
+    @transaction.non_atomic_requests
+    def view(request: HttpRequest, **params: Any) -> HttpResponse:
+        return receive(receiver, request, params)
+
+    try:
+        pattern = route_pattern(route, view, name=f"webhook.{name}")
+    except Exception as exc:  # Django's route compiler raises ImproperlyConfigured or ValueError
+        raise JobsError(code, f"{owner}: path={route!r} is not a Django route ({type(exc).__name__}).") from None
+    with _lock:
+        urlpatterns[:] = [p for p in urlpatterns if p.name != f"webhook.{name}"] + [pattern]
+    clear_url_caches()
+    return job_handle
