@@ -84,7 +84,8 @@ def test_cancel_promote_rm_and_bulk_retry() -> None:
     assert cli_json("rm", str(dead.id)) == {"id": str(dead.id), "removed": True}
     for _ in range(3):
         JobFactory(dead=True, queue="payments")
-    assert cli_json("retry", "--state", "dead", "--queue", "payments", "--all") == {"affected": 3, "remaining": 0}
+    assert cli_json("retry", "--state", "dead", "--queue", "payments", "--all", "--yes") == {"affected": 3,
+                                                                                      "remaining": 0}
     code, _, err = cli("rm", str(JobFactory(running=True).id))
     assert code == 1 and err.startswith("X_JOB_NOT_REMOVABLE")
     code, _, err = cli("retry", str(live.id), "--state", "dead")

@@ -2,7 +2,9 @@
 
 ``JobsCLI`` runs one subcommand and answers its exit code: 0 done, 1 a coded refusal
 (``JobsError``: printed as code, cause and fix, never a traceback), 3 ``doctor`` found
-offending rows (argparse's usage errors exit 2). With ``json=True`` each subcommand prints
+offending rows or skipped a check, 4 a bulk write not confirmed (without ``--yes`` it prints
+how many jobs it would touch and writes nothing); argparse's usage errors exit 2. Every write
+passes ``by`` (``--by``, else ``cli:<OS user>``) to ``ops``, which logs it. With ``json=True`` each subcommand prints
 exactly one JSON document on stdout — the ``ops`` answer as it is, or ``{"error": {"code",
 "cause", "fix"}}`` — so ``| jq`` always parses; otherwise it prints tables (``render.Screen``:
 ``rich`` when installed, plain text when not, control characters escaped).
@@ -20,15 +22,16 @@ from ultimate_jobs import clock, ops
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.management.render import Screen, clean
 
-EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY = 0, 1, 3
+EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY, EXIT_UNCONFIRMED = 0, 1, 3, 4
 _LIST_COLUMNS = ("id", "state", "queue", "name", "tenant_id", "attempt", "run_at", "error_code")
 
 
 class JobsCLI:
     """One invocation: ``JobsCLI(stdout, stderr, json=...).run("ls", state="dead")``."""
 
-    def __init__(self, stdout: IO[str], stderr: IO[str], *, json: bool = False) -> None:
+    def __init__(self, stdout: IO[str], stderr: IO[str], *, json: bool = False, by: str | None = None) -> None:
         self.json = json
+        self.by = by
         self.stdout, self.stderr = stdout, stderr
         # rich when installed, plain text when not (render.Screen); control characters escaped.
         self.console = Screen(stdout)
@@ -88,20 +91,22 @@ class JobsCLI:
                 self.console.print(job["last_error"], markup=False)
         return self._answer(job, human)
 
-    def _one_or_many(self, one: Callable[..., Mapping[str, Any]], many: Callable[..., Mapping[str, Any]],
-                     id: str | None, filters: dict[str, Any], repeat: bool, **extra: Any) -> int:
+    def _one_or_many(self, verb: str, one: Callable[..., Mapping[str, Any]], many: Callable[..., Mapping[str, Any]],
+                     id: str | None, filters: dict[str, Any], repeat: bool, yes: bool, **extra: Any) -> int:
         filters = {k: v for k, v in filters.items() if v is not None}
         if id is not None:
             if filters:
                 raise JobsError(X_JOB_INPUT_INVALID, "Give one job id or filters (--state/--queue/...), not both.")
-            job = one(id, **extra)
+            job = one(id, by=self.by, **extra)
             return self._answer(job, lambda: self.console.print(
                 f"{job['id']}: {job.get('state', 'removed' if job.get('removed') else '?')}"))
         if extra.get("from_step"):
             raise JobsError(X_JOB_INPUT_INVALID, "--from-step names a step of one job: pass its id.")
+        if not yes:
+            return self._unconfirmed(verb, many(**filters, dry_run=True)["remaining"], repeat)
         total = {"affected": 0, "remaining": 0}
         while True:
-            answer = many(**filters)
+            answer = many(**filters, by=self.by)
             total = {"affected": total["affected"] + answer["affected"], "remaining": answer["remaining"]}
             if not repeat or not answer["remaining"] or not answer["affected"]:
                 break
@@ -109,18 +114,28 @@ class JobsCLI:
             f"affected {total['affected']}, remaining {total['remaining']}"
             + ("" if repeat or not total["remaining"] else " (run again, or pass --all)")))
 
-    def do_retry(self, *, id: str | None, from_step: str | None, all: bool, **filters: Any) -> int:
-        return self._one_or_many(ops.retry_job, ops.requeue_many, id, filters, all,
+    def _unconfirmed(self, verb: str, matching: int, repeat: bool) -> int:
+        """A bulk write without ``--yes``: say what it would touch, write nothing, exit 4."""
+        touch = matching if repeat else min(matching, ops.MAX_BULK)
+        if self.json:
+            self._json({"confirm": {"action": verb, "matching": matching, "would_touch": touch, "done": False}})
+        else:
+            self.stderr.write(f"{verb} would touch {touch} job(s) ({matching} match the filters); nothing was "
+                              "changed. Run it again with --yes to proceed.\n")
+        return EXIT_UNCONFIRMED
+
+    def do_retry(self, *, id: str | None, from_step: str | None, all: bool, yes: bool = False, **filters: Any) -> int:
+        return self._one_or_many("retry", ops.retry_job, ops.requeue_many, id, filters, all, yes,
                                  **({"from_step": from_step} if from_step else {}))
 
-    def do_promote(self, *, id: str | None, all: bool, **filters: Any) -> int:
-        return self._one_or_many(ops.promote_job, ops.promote_many, id, filters, all)
+    def do_promote(self, *, id: str | None, all: bool, yes: bool = False, **filters: Any) -> int:
+        return self._one_or_many("promote", ops.promote_job, ops.promote_many, id, filters, all, yes)
 
-    def do_rm(self, *, id: str | None, all: bool, **filters: Any) -> int:
-        return self._one_or_many(ops.remove_job, ops.remove_many, id, filters, all)
+    def do_rm(self, *, id: str | None, all: bool, yes: bool = False, **filters: Any) -> int:
+        return self._one_or_many("rm", ops.remove_job, ops.remove_many, id, filters, all, yes)
 
     def do_cancel(self, *, id: str, reason: str | None) -> int:
-        job = ops.cancel_job(id, reason=reason)
+        job = ops.cancel_job(id, reason=reason, by=self.by)
         return self._answer(job, lambda: self.console.print(
             f"{job['id']}: cancelled" + (" (a running job stops at its next heartbeat)" if job["started_at"] else "")))
 
@@ -138,11 +153,11 @@ class JobsCLI:
         return self._answer(data, human)
 
     def do_pause(self, *, queue: str) -> int:
-        answer = ops.pause_queue(queue, by="cli")
+        answer = ops.pause_queue(queue, by=self.by)
         return self._answer(answer, lambda: self.console.print(f"{queue}: paused since {answer['paused_at']}"))
 
     def do_resume(self, *, queue: str) -> int:
-        answer = ops.resume_queue(queue)
+        answer = ops.resume_queue(queue, by=self.by)
         return self._answer(answer, lambda: self.console.print(
             f"{queue}: resumed" if answer["was_paused"] else f"{queue}: was not paused"))
 
@@ -154,7 +169,7 @@ class JobsCLI:
             except ValueError:
                 raise JobsError(X_JOB_INPUT_INVALID, f"--output {output!r} is not JSON.",
                                 'Quote a JSON value, e.g. --output \'{"charge_id": "ch_1"}\'.') from None
-        answer = ops.resolve_step(id, step, **kwargs)
+        answer = ops.resolve_step(id, step, by=self.by, **kwargs)
         return self._answer(answer, lambda: self.console.print(f"{id}: step {step!r} resolved (ran={ran})"))
 
     def do_workers(self) -> int:
@@ -165,9 +180,9 @@ class JobsCLI:
 
     def do_tasks(self, *, pause: str | None, resume: str | None) -> int:
         if pause:
-            ops.pause_task(pause)
+            ops.pause_task(pause, by=self.by)
         elif resume:
-            ops.resume_task(resume)
+            ops.resume_task(resume, by=self.by)
         tasks = ops.scheduled_tasks()
         return self._answer({"tasks": tasks}, lambda: self._table(
             tasks, ("task", "next_run", "last_fire", "paused"), empty="no scheduled tasks"))

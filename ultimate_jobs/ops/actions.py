@@ -2,7 +2,9 @@
 
 ``retry_job``, ``cancel_job``, ``promote_job`` and ``remove_job`` act on one job; ``requeue_many``,
 ``promote_many`` and ``remove_many`` on at most ``MAX_BULK`` (1,000) rows a call matching filters,
-answering ``{"affected": n, "remaining": m}`` (call again until ``remaining`` is 0). Every write
+answering ``{"affected": n, "remaining": m}`` (call again until ``remaining`` is 0); with
+``dry_run=True`` they write nothing and answer ``{"affected": 0, "remaining": <rows matching>}``,
+the count a confirmation shows before acting. Every write
 is one conditional statement on the state it requires, so an operator racing a worker either
 wins cleanly or is refused with a code; none of them can start a second concurrent run:
 
@@ -14,15 +16,20 @@ wins cleanly or is refused with a code; none of them can start a second concurre
   ``X_JOB_NOT_PROMOTABLE``;
 - remove: anything but ``running`` — ``X_JOB_NOT_REMOVABLE`` (cancel it first).
 
+Every write takes ``by=`` (keyword, default None): who acted, a Django user or a name. It is in
+the log line, in a cancelled job's note, and, for a user, in the admin's history (one ``LogEntry``
+per job; see ``audit``).
+
 Logged events: ``jobs.ops.retried``, ``jobs.ops.cancelled``, ``jobs.ops.promoted``,
-``jobs.ops.removed`` (each with the job id, name and queue, or the filters and count in bulk).
+``jobs.ops.removed`` (each with the job id, name and queue, or the filters and count in bulk, and
+``by``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
@@ -44,9 +51,13 @@ from ultimate_jobs.errors import (
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import JobStep, OutboxEntry
 from ultimate_jobs.models.jobs import LIVE_STATES, STATES, TERMINAL_STATES
+from ultimate_jobs.ops import audit
 from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias, filter_jobs, jobs, write_now
 from ultimate_jobs.ops.types import BulkResult, JobDetail, RemovedJob
+
+if TYPE_CHECKING:
+    from ultimate_jobs.ops.audit import Actor
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -69,7 +80,7 @@ def _requeue_values() -> dict[str, Any]:
             "result": None, "stop_reason": None, "finished_at": None, "updated_at": now}
 
 
-def retry_job(job_id: str | UUID, from_step: str | None = None) -> JobDetail:
+def retry_job(job_id: str | UUID, from_step: str | None = None, *, by: Actor = None) -> JobDetail:
     """Requeue a finished job with a fresh attempt budget; answer it as ``get_job`` does.
 
     The run id is kept, so completed durable steps replay from storage; ``from_step`` drops that
@@ -103,7 +114,9 @@ def retry_job(job_id: str | UUID, from_step: str | None = None) -> JobDetail:
             raise JobsError(X_JOB_DUPLICATE, f"Live job {holder} holds the key {row['idempotency_key']!r} of "
                             f"{row['name']}; retrying {key} would run that work twice.") from None
         store_for(alias()).queue_wake(queues=[row["queue"]])
-    log.info("jobs.ops.retried job_id=%s name=%s queue=%s from_step=%s", key, row["name"], row["queue"], from_step)
+        audit.record(by, "Retried", [(key, row["name"])], detail=f"from step {from_step}" if from_step else "")
+    log.info("jobs.ops.retried job_id=%s name=%s queue=%s from_step=%s by=%s", key, row["name"], row["queue"],
+             from_step, audit.who(by))
     return get_job(key)
 
 
@@ -113,7 +126,7 @@ def _live_holder(row: Mapping[str, Any]) -> str:
     return str(found) if found else "?"
 
 
-def cancel_job(job_id: str | UUID, reason: str | None = None) -> JobDetail:
+def cancel_job(job_id: str | UUID, reason: str | None = None, *, by: Actor = None) -> JobDetail:
     """Cancel a live job; answer it as ``get_job`` does.
 
     A ready, delayed or suspended job never runs again; a running one is cancelled at its
@@ -122,7 +135,8 @@ def cancel_job(job_id: str | UUID, reason: str | None = None) -> JobDetail:
     ``X_JOB_NOT_CANCELLABLE`` (the job had already finished).
     """
     key = parse_uuid(job_id, subject="job id")
-    note = "cancelled by an operator" + (f": {reason}" if reason else "")
+    actor = audit.who(by)
+    note = f"cancelled by {actor or 'an operator'}" + (f": {reason}" if reason else "")
     with transaction.atomic(using=alias()):
         row = jobs().select_for_update().filter(id=key).values("state", "name", "queue").first()
         if row is None:
@@ -135,7 +149,9 @@ def cancel_job(job_id: str | UUID, reason: str | None = None) -> JobDetail:
             raise JobsError(X_JOB_NOT_CANCELLABLE, f"Job {key} already finished ({row['state']}); there is "
                             "nothing to stop.", "Leave it as it ended, or retry it.")
         store_for(alias()).counter_add(events=[(row["name"], row["queue"], "cancelled")], now=clock.sql_now())
-    log.info("jobs.ops.cancelled job_id=%s name=%s queue=%s was=%s", key, row["name"], row["queue"], row["state"])
+        audit.record(by, "Cancelled", [(key, row["name"])], detail=reason or "")
+    log.info("jobs.ops.cancelled job_id=%s name=%s queue=%s was=%s by=%s", key, row["name"], row["queue"],
+             row["state"], actor)
     return get_job(key)
 
 
@@ -143,7 +159,7 @@ def _promotable() -> Q:
     return Q(state="delayed") | Q(state="ready", run_at__gt=write_now())
 
 
-def promote_job(job_id: str | UUID) -> JobDetail:
+def promote_job(job_id: str | UUID, *, by: Actor = None) -> JobDetail:
     """Make a job waiting on its ``run_at`` runnable now; answer it as ``get_job`` does.
 
     Raise ``X_JOB_NOT_FOUND``, or ``X_JOB_NOT_PROMOTABLE`` when the job is not waiting (it is
@@ -160,11 +176,12 @@ def promote_job(job_id: str | UUID) -> JobDetail:
                             "Only a delayed job (or one backing off before a retry) can run now; retry a "
                             "finished one.")
         store_for(alias()).queue_wake(queues=[row["queue"]])
-    log.info("jobs.ops.promoted job_id=%s name=%s queue=%s", key, row["name"], row["queue"])
+        audit.record(by, "Promoted (run now)", [(key, row["name"])])
+    log.info("jobs.ops.promoted job_id=%s name=%s queue=%s by=%s", key, row["name"], row["queue"], audit.who(by))
     return get_job(key)
 
 
-def remove_job(job_id: str | UUID) -> RemovedJob:
+def remove_job(job_id: str | UUID, *, by: Actor = None) -> RemovedJob:
     """Delete a job that is not running, with its step records; answer ``{"id", "removed": True}``.
 
     Raise ``X_JOB_NOT_FOUND``, or ``X_JOB_NOT_REMOVABLE`` for a running job (deleting it would
@@ -180,7 +197,9 @@ def remove_job(job_id: str | UUID) -> RemovedJob:
             raise JobsError(X_JOB_NOT_REMOVABLE, f"Job {key} is running; deleting it would let a second run of "
                             "its key start while this one continues.", _RUNNING_FIX)
         _drop_steps([row["run_id"]])
-    log.info("jobs.ops.removed job_id=%s name=%s queue=%s was=%s", key, row["name"], row["queue"], row["state"])
+        audit.record(by, "Removed", [(key, row["name"])], flag=audit.DELETION, detail=f"was {row['state']}")
+    log.info("jobs.ops.removed job_id=%s name=%s queue=%s was=%s by=%s", key, row["name"], row["queue"],
+             row["state"], audit.who(by))
     return RemovedJob(id=str(key), removed=True)
 
 
@@ -211,7 +230,8 @@ def _filtered(*, state: str | None, queue: str | None, name: str | None, tenant_
 
 
 def requeue_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
-                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> BulkResult:
+                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None,
+                 by: Actor = None, dry_run: bool = False) -> BulkResult:
     """Retry up to 1,000 finished jobs matching the filters; answer ``{"affected", "remaining"}``.
 
     A job whose key a live job holds is skipped and not counted in ``remaining`` (so calling until
@@ -226,34 +246,44 @@ def requeue_many(*, state: str | None = None, queue: str | None = None, name: st
     movable = (_filtered(state=state, queue=queue, name=name, tenant_id=tenant_id, ids=ids,
                          allowed=TERMINAL_STATES, verb="requeue_many")
                .annotate(key_tenant=Coalesce("tenant_id", Value(""))).filter(~Exists(live)))
+    if dry_run:
+        return BulkResult(affected=0, remaining=movable.count())
     picked: dict[tuple[str, str, str], tuple[UUID, str]] = {}
     for job_id, job_name, tenant, key, job_queue in (movable.order_by("id")
                                                      .values_list("id", "name", "key_tenant", "idempotency_key",
                                                                   "queue")[:MAX_BULK]):
         picked.setdefault((job_name, tenant, key), (job_id, job_queue))
-    affected = 0
+    names = {job_id: job_name for (job_name, _, _), (job_id, _) in picked.items()}
+    moved: list[UUID] = []
     with transaction.atomic(using=alias()):
-        targets = [job_id for job_id, _ in picked.values()]
+        targets = list(names)
         try:
             with transaction.atomic(using=alias()):
-                affected = jobs().filter(id__in=targets, state__in=TERMINAL_STATES).update(**_requeue_values())
+                query = jobs().filter(id__in=targets, state__in=TERMINAL_STATES)
+                moved = list(query.values_list("id", flat=True))
+                affected = query.update(**_requeue_values())
         except IntegrityError:
             # An enqueue took one of the keys meanwhile: move the rest one by one, skipping it.
+            moved, affected = [], 0
             for target in targets:
                 try:
                     with transaction.atomic(using=alias()):
-                        affected += jobs().filter(id=target, state__in=TERMINAL_STATES).update(**_requeue_values())
+                        if jobs().filter(id=target, state__in=TERMINAL_STATES).update(**_requeue_values()):
+                            moved.append(target)
+                            affected += 1
                 except IntegrityError:
                     continue
         store_for(alias()).queue_wake(queues=[q for _, q in picked.values()])
+        audit.record(by, "Retried (bulk)", [(job_id, names[job_id]) for job_id in moved])
     remaining = movable.count()
-    log.info("jobs.ops.retried bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s", state, queue,
-             name, tenant_id, affected, remaining)
+    log.info("jobs.ops.retried bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s by=%s", state,
+             queue, name, tenant_id, affected, remaining, audit.who(by))
     return BulkResult(affected=affected, remaining=remaining)
 
 
 def promote_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
-                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> BulkResult:
+                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None,
+                 by: Actor = None, dry_run: bool = False) -> BulkResult:
     """Make up to 1,000 waiting jobs (delayed, or ready and backing off) runnable now;
     answer ``{"affected", "remaining"}``. Raise ``X_JOB_NOT_PROMOTABLE`` for another ``state``."""
     if state is not None and state not in ("delayed", "ready"):
@@ -261,20 +291,25 @@ def promote_many(*, state: str | None = None, queue: str | None = None, name: st
                         "wait on their run_at.")
     waiting = _filtered(state=state, queue=queue, name=name, tenant_id=tenant_id, ids=ids,
                         allowed=("delayed", "ready"), verb="promote_many").filter(_promotable())
+    if dry_run:
+        return BulkResult(affected=0, remaining=waiting.count())
     with transaction.atomic(using=alias()):
-        picked = list(waiting.order_by("id").values_list("id", "queue")[:MAX_BULK])
+        picked = list(waiting.order_by("id").values_list("id", "queue", "name")[:MAX_BULK])
         now = write_now()
-        affected = jobs().filter(_promotable(), id__in=[p[0] for p in picked]).update(
-            state="ready", run_at=now, updated_at=now)
+        query = jobs().filter(_promotable(), id__in=[p[0] for p in picked])
+        moved = set(query.values_list("id", flat=True))
+        affected = query.update(state="ready", run_at=now, updated_at=now)
         store_for(alias()).queue_wake(queues=[p[1] for p in picked])
+        audit.record(by, "Promoted (bulk)", [(p[0], p[2]) for p in picked if p[0] in moved])
     remaining = waiting.count()
-    log.info("jobs.ops.promoted bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s", state, queue,
-             name, tenant_id, affected, remaining)
+    log.info("jobs.ops.promoted bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s by=%s", state,
+             queue, name, tenant_id, affected, remaining, audit.who(by))
     return BulkResult(affected=affected, remaining=remaining)
 
 
 def remove_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
-                tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None) -> BulkResult:
+                tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None,
+                by: Actor = None, dry_run: bool = False) -> BulkResult:
     """Delete up to 1,000 jobs matching the filters, never a running one; answer
     ``{"affected", "remaining"}``. Raise ``X_JOB_NOT_REMOVABLE`` for ``state="running"``."""
     if state == "running":
@@ -282,11 +317,16 @@ def remove_many(*, state: str | None = None, queue: str | None = None, name: str
                         "start while they continue.", _RUNNING_FIX)
     removable = _filtered(state=state, queue=queue, name=name, tenant_id=tenant_id, ids=ids,
                           allowed=tuple(s for s in STATES if s != "running"), verb="remove_many")
+    if dry_run:
+        return BulkResult(affected=0, remaining=removable.count())
     with transaction.atomic(using=alias()):
-        picked = list(removable.order_by("id").values_list("id", "run_id")[:MAX_BULK])
-        affected, _ = jobs().filter(id__in=[p[0] for p in picked]).exclude(state="running").delete()
+        picked = list(removable.order_by("id").values_list("id", "run_id", "name")[:MAX_BULK])
+        query = jobs().filter(id__in=[p[0] for p in picked]).exclude(state="running")
+        gone = set(query.values_list("id", flat=True))
+        affected, _ = query.delete()
         _drop_steps(p[1] for p in picked)
+        audit.record(by, "Removed (bulk)", [(p[0], p[2]) for p in picked if p[0] in gone], flag=audit.DELETION)
     remaining = removable.count()
-    log.info("jobs.ops.removed bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s", state, queue,
-             name, tenant_id, affected, remaining)
+    log.info("jobs.ops.removed bulk state=%s queue=%s name=%s tenant=%s affected=%s remaining=%s by=%s", state,
+             queue, name, tenant_id, affected, remaining, audit.who(by))
     return BulkResult(affected=affected, remaining=remaining)

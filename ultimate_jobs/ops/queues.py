@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db.models import Count, Min, Q
 
@@ -26,6 +26,7 @@ from ultimate_jobs.jsoncodec import iso, plain
 from ultimate_jobs.models import BackfillRun, QueuePause, WorkerHeartbeat
 from ultimate_jobs.models.backfills import STATUSES
 from ultimate_jobs.names import check_queue_name
+from ultimate_jobs.ops import audit
 from ultimate_jobs.ops.rows import alias, jobs, write_now
 from ultimate_jobs.ops.tasks import next_task_run, task_fires
 from ultimate_jobs.ops.types import (
@@ -39,31 +40,36 @@ from ultimate_jobs.ops.types import (
 )
 from ultimate_jobs.redact import redact_text
 
+if TYPE_CHECKING:
+    from ultimate_jobs.ops.audit import Actor
+
 log = logging.getLogger("ultimate_jobs")
 
 BUCKETS = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled")
 
 
-def pause_queue(queue: str, *, by: str | None = None) -> QueuePaused:
+def pause_queue(queue: str, *, by: Actor = None) -> QueuePaused:
     """Stop every worker claiming from ``queue`` (within one poll); enqueues still land.
 
     Pausing a paused queue keeps the first pause. Answer ``{"queue", "paused", "paused_at",
-    "paused_by"}``; raise ``X_QUEUE_INVALID`` for a malformed name.
+    "paused_by"}``; raise ``X_QUEUE_INVALID`` for a malformed name. ``by``: who (a user or a name).
     """
     check_queue_name(queue)
     QueuePause.objects.using(alias()).bulk_create(
-        [QueuePause(queue=queue, paused_at=clock.now(), paused_by=None if by is None else str(by)[:200])],
-        ignore_conflicts=True)
-    log.info("jobs.queue.paused queue=%s by=%s", queue, by)
+        [QueuePause(queue=queue, paused_at=clock.now(), paused_by=audit.who(by))], ignore_conflicts=True)
+    audit.record(by, "Paused", [(queue, f"queue {queue}")], model=QueuePause)
+    log.info("jobs.queue.paused queue=%s by=%s", queue, audit.who(by))
     row = QueuePause.objects.using(alias()).filter(queue=queue).values("queue", "paused_at", "paused_by").get()
     return QueuePaused(queue=row["queue"], paused_at=iso(row["paused_at"]), paused_by=row["paused_by"], paused=True)
 
 
-def resume_queue(queue: str) -> QueueResumed:
+def resume_queue(queue: str, *, by: Actor = None) -> QueueResumed:
     """Let workers claim from ``queue`` again; answer ``{"queue", "paused": False, "was_paused"}``."""
     check_queue_name(queue)
     deleted, _ = QueuePause.objects.using(alias()).filter(queue=queue).delete()
-    log.info("jobs.queue.resumed queue=%s was_paused=%s", queue, bool(deleted))
+    if deleted:
+        audit.record(by, "Resumed", [(queue, f"queue {queue}")], model=QueuePause)
+    log.info("jobs.queue.resumed queue=%s was_paused=%s by=%s", queue, bool(deleted), audit.who(by))
     return {"queue": queue, "paused": False, "was_paused": bool(deleted)}
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ultimate_jobs import clock, jsoncodec
@@ -17,13 +18,19 @@ from ultimate_jobs.errors import (
 )
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import JobStep
+from ultimate_jobs.ops import audit
 from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias as _alias
 from ultimate_jobs.ops.rows import jobs as _jobs
 from ultimate_jobs.ops.types import JobDetail
 
+if TYPE_CHECKING:
+    from ultimate_jobs.ops.audit import Actor
 
-def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None) -> JobDetail:
+log = logging.getLogger("ultimate_jobs")
+
+
+def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None, by: Actor = None) -> JobDetail:
     """Settle a step whose outcome is unknown (a ``once=True`` step found started or failed).
 
     ``ran=True`` records it completed with ``output`` (JSON): a replay returns that output without
@@ -49,6 +56,8 @@ def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None
         except jsoncodec.NotJSON as exc:
             raise JobsError(X_STEP_OUTPUT_UNSERIALIZABLE, f"{exc}.") from None
         steps.update(status="completed", output=stored, error=None, completed_at=clock.now())
+    audit.record(by, "Resolved step", [(row["id"], row["name"])], detail=f"{name}: {'ran' if ran else 'not ran'}")
+    log.info("jobs.ops.step_resolved job_id=%s step=%s ran=%s by=%s", row["id"], name, ran, audit.who(by))
     return get_job(row["id"])
 
 

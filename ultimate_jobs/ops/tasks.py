@@ -26,15 +26,19 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_TASK_NOT_FOUND, JobsError
 from ultimate_jobs.models import SchedulerState
+from ultimate_jobs.ops import audit
 from ultimate_jobs.ops.types import TaskFire
 from ultimate_jobs.schedule import watermarks
 from ultimate_jobs.schedule.declarations import TaskHandle, get_task, registered_tasks
+
+if TYPE_CHECKING:
+    from ultimate_jobs.ops.audit import Actor
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -51,19 +55,22 @@ def _handle(task: TaskHandle | str) -> TaskHandle:
     return handle
 
 
-def pause_task(task: TaskHandle | str) -> TaskFire:
-    """Pause a task: nothing fires for it until ``resume_task``. Answer its ``task_fires`` row."""
+def pause_task(task: TaskHandle | str, *, by: Actor = None) -> TaskFire:
+    """Pause a task: nothing fires for it until ``resume_task``. Answer its ``task_fires`` row.
+    ``by``: who (a user or a name), logged and kept in the admin's history."""
     handle = _handle(task)
     watermarks.set_paused(get_settings().DATABASE, handle.name, paused=True, now=clock.now())
-    log.info("jobs.scheduler.paused task=%s", handle.name)
+    audit.record(by, "Paused", [(handle.name, f"task {handle.name}")], model=SchedulerState)
+    log.info("jobs.scheduler.paused task=%s by=%s", handle.name, audit.who(by))
     return task_fires(handle)[0]
 
 
-def resume_task(task: TaskHandle | str) -> TaskFire:
+def resume_task(task: TaskHandle | str, *, by: Actor = None) -> TaskFire:
     """Resume a paused task; occurrences missed meanwhile are handled by its ``catch_up`` policy."""
     handle = _handle(task)
     watermarks.set_paused(get_settings().DATABASE, handle.name, paused=False, now=clock.now())
-    log.info("jobs.scheduler.resumed task=%s", handle.name)
+    audit.record(by, "Resumed", [(handle.name, f"task {handle.name}")], model=SchedulerState)
+    log.info("jobs.scheduler.resumed task=%s by=%s", handle.name, audit.who(by))
     return task_fires(handle)[0]
 
 

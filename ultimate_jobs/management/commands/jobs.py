@@ -3,12 +3,15 @@
 Subcommands: ``ls``, ``show``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
 ``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``; ``--json`` on every one.
 Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback), 2 a
-usage error, 3 ``doctor`` found offending rows. See docs/reference/cli.md.
+usage error, 3 ``doctor`` found offending rows or skipped a check, 4 a bulk ``retry``/``promote``/
+``rm`` without ``--yes`` (it printed the count it would touch and changed nothing). Writes are
+logged with ``--by`` (default ``cli:<OS user>``). See docs/reference/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import sys
 from typing import Any
 
@@ -42,11 +45,19 @@ def _filters(parser: Any, *, states: tuple[str, ...] = STATES) -> None:
     parser.add_argument("--tenant", dest="tenant_id", help="Only jobs of this tenant id.")
 
 
+def _os_user() -> str:
+    try:
+        return "cli:" + getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment (some containers)
+        return "cli"
+
+
 class Command(BaseCommand):
     help = "Operate the jobs queue: list, show, retry, cancel, promote, remove, pause, stats, doctor."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--json", action="store_true", help="Print one JSON document instead of tables.")
+        parser.add_argument("--by", help="Who is acting, logged with every write (default: cli:<OS user>).")
         subs = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
 
         def sub(name: str, help: str) -> Any:
@@ -69,6 +80,8 @@ class Command(BaseCommand):
             child.add_argument("id", nargs="?", help="One job id (or use the filters).")
             _filters(child)
             child.add_argument("--all", action="store_true", help="Repeat the bulk call until nothing remains.")
+            child.add_argument("--yes", action="store_true", help="Act on the filters' matches; without it a bulk "
+                               "call prints how many jobs it would touch and exits 4, changing nothing.")
             if name == "retry":
                 child.add_argument("--from-step", help="Drop this step and every later one, so they run again.")
         cancel = sub("cancel", "Cancel a live job (a running one stops at its next heartbeat).")
@@ -95,11 +108,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         command = options.pop("subcommand")
         as_json = options.pop("json", False)
+        by = options.pop("by", None) or _os_user()
         # Django's own options (and call_command's streams) are not the subcommand's.
         for key in ("verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks",
                     *self.base_stealth_options):
             options.pop(key, None)
-        cli = JobsCLI(raw_stream(self.stdout), raw_stream(self.stderr), json=as_json)
+        cli = JobsCLI(raw_stream(self.stdout), raw_stream(self.stderr), json=as_json, by=by)
         code = cli.run(command, **options)
         self.stdout.flush()
         if code:
