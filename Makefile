@@ -4,7 +4,7 @@
 #   make test          venv + the whole suite (PostgreSQL when reachable, else SQLite with a notice)
 #   make test-sqlite   the suite on SQLite only
 #   make lint          ruff, the import layers (lint-imports), mypy, and a check that no migration is missing
-#   make bench         the benchmarks in bench/
+#   make bench         the benchmarks in bench/ (make mutation, make chaos, make soak: see the end of this file)
 #   make clean         remove the venvs, caches and the demo database
 #
 # Variables: PYTHON (python3) creates the venv; VENV (.venv) is where it lives; EXTRA_PIP is
@@ -77,3 +77,20 @@ chaos: venv
 
 soak: venv
 	$(PY) scripts/soak.py $(SOAK_ARGS)
+
+# make mutation  mutmut over redact, retry, cron, enqueue and the doctor ([tool.mutmut] in pyproject.toml:
+#                the modules and the test files), each mutant run against only the tests that call the
+#                mutated function; NOT part of `make test`. It works on a copy of the tree (build/mutation,
+#                so the checkout is never mutated), in one process, on SQLite unless JOBS_TEST_DB is set,
+#                then prints the score per module. MUTANTS narrows it: make mutation MUTANTS='ultimate_jobs.retry*'
+MUTANTS ?=
+MUTATION_DIR := build/mutation
+.PHONY: mutation
+
+mutation: venv
+	$(PY) -m pip show mutmut >/dev/null 2>&1 || $(PY) -m pip install 'mutmut>=3.3,<4'
+	mkdir -p $(MUTATION_DIR)
+	rsync -a --delete --exclude .git --exclude '.venv*' --exclude /build --exclude /mutants --exclude '*.egg-info' \
+		./ $(MUTATION_DIR)/
+	cd $(MUTATION_DIR) && JOBS_TEST_DB=$${JOBS_TEST_DB:-sqlite} $(abspath $(VENV))/bin/mutmut run --max-children 1 $(MUTANTS)
+	$(PY) scripts/mutation_score.py $(MUTATION_DIR)
