@@ -56,13 +56,13 @@ def bar_chart(series: Series, label: str) -> SafeString:
         '<line class="uj-axis" x1="{}" y1="{}" x2="{}" y2="{}"/>'
         '<text class="uj-tick" x="{}" y="{}" text-anchor="end">{}/min</text>'
         '<text class="uj-tick" x="{}" y="{}" text-anchor="end">0</text>'
-        '<text class="uj-tick" x="{}" y="{}">{:%H:%M}</text>'
-        '<text class="uj-tick" x="{}" y="{}" text-anchor="end">{:%H:%M} UTC</text>',
+        '<text class="uj-tick" x="{}" y="{}">{}</text>'
+        '<text class="uj-tick" x="{}" y="{}" text-anchor="end">{} UTC</text>',
         LEFT, TOP + plot_h, WIDTH, TOP + plot_h,
         LEFT - 4, TOP + 9, _rate(top, width),
         LEFT - 4, TOP + plot_h,
-        LEFT, HEIGHT - 3, start,
-        WIDTH, HEIGHT - 3, end)
+        LEFT, HEIGHT - 3, f"{start:%H:%M}",
+        WIDTH, HEIGHT - 3, f"{end:%H:%M}")
     return format_html(
         '<svg class="uj-chart" role="img" viewBox="0 0 {} {}" aria-label="{}">'
         "<title>{}</title>{}{}</svg>", WIDTH, HEIGHT, label, label, axes, body or mark_safe(""))

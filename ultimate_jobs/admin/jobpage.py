@@ -1,7 +1,8 @@
 """Internal: what the job page shows — the attempt timeline, the steps with their durations, the
 error only while it is the job's current state, and the same key's earlier runs.
 
-``Job.attempts`` (one entry per settled attempt, written by the worker) is read defensively: rows
+``Job.attempts`` (one entry per settled attempt, written by the worker; ``ops.get_job`` answers
+it as ``attempts``) is read defensively: rows
 from before it existed have an empty list, and any entry may lack a key; the page then says so
 instead of guessing. A job that is ``done`` after failed attempts shows those failures in the
 timeline, never as an "Error" section as if it were current.
@@ -77,15 +78,12 @@ def attempt_timeline(raw: Any) -> list[dict[str, Any]]:
             continue
         error = redact_text(_text(entry.get("error")))
         started, finished = _moment(entry.get("started_at")), _moment(entry.get("finished_at"))
-        rows.append({"attempt": entry.get("attempt") or position, "worker": _text(entry.get("worker_id")) or EMPTY,
+        worker = _text(entry.get("worker") or entry.get("worker_id"))
+        rows.append({"attempt": entry.get("attempt") or position, "worker": worker or EMPTY,
                      "started_at": started, "finished_at": finished, "took": duration(started, finished),
                      "outcome": _text(entry.get("outcome")) or "?", "error_code": _text(entry.get("error_code")),
                      "error": error, "headline": headline(error)})
     return rows
-
-
-def _attempts_of(job_id: str) -> Any:
-    return Job.objects.using(alias()).filter(id=job_id).values_list("attempts", flat=True).first()
 
 
 def earlier_runs(job: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -106,7 +104,7 @@ def _pretty(value: Any) -> str | None:
 def job_context(job: ops.JobDetail, actions: Sequence[str]) -> dict[str, Any]:
     """Everything the job page template reads."""
     current = error_is_current(job["state"])
-    timeline = attempt_timeline(_attempts_of(job["id"])) if job["state"] != "staged" else []
+    timeline = attempt_timeline(job.get("attempts"))
     steps = [{**s, "took": duration(s["started_at"], s["completed_at"]),
               "output_json": None if s["output"] is None else json.dumps(s["output"], ensure_ascii=False)}
              for s in job["steps"]]

@@ -57,7 +57,7 @@ def get_job(job_id: str | UUID) -> JobDetail:
             staged_id = str(key)
         if row is None:
             raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {key}.")
-    attempts = row.pop("attempts") or []
+    attempts = [a for a in row.pop("attempts") or [] if isinstance(a, dict)]  # old or odd rows: skip, never fail
     job = _shape(row)
     job["staged_id"] = staged_id
     job["attempts"] = [AttemptInfo(attempt=a.get("attempt"), worker=a.get("worker"), started_at=a.get("started_at"),
