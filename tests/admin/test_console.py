@@ -85,7 +85,8 @@ def test_the_job_page_buttons_confirm_and_retry_from_a_chosen_step(admin_client_
         shown = admin_client_.get(do(dead.id, action))
         assert shown.status_code == 200 and 'id="uj-confirm-yes"' in shown.content.decode()
     assert Job.objects.get(id=dead.id).state == "dead"  # a GET never acts
-    assert '<option value="charge" selected>' in admin_client_.get(do(dead.id, "retry-from-failed-step")).content.decode()
+    chooser = admin_client_.get(do(dead.id, "retry-from-failed-step")).content.decode()
+    assert '<option value="charge" selected>' in chooser
     admin_client_.post(do(dead.id, "retry-from-failed-step"), {"confirmed": "yes", "step": "notify"})
     assert [s["name"] for s in ops.get_job(dead.id)["steps"]] == ["load", "charge"]
     assert LogEntry.objects.get(object_id=str(dead.id)).user.username == "root"
