@@ -194,6 +194,18 @@ def webhook_receiver(*, name: str, path: str, tenant: Any = None, verify: Callab
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise JobsError(code, f"{owner}: max_bytes={max_bytes!r} must be a whole number of bytes >= 1.")
 
+    declared: dict[str, Receiver] = {}
+
+    @csrf_exempt
+    @transaction.non_atomic_requests
+    def view(request: HttpRequest, **params: Any) -> HttpResponse:
+        return receive(declared["self"], request, params)
+
+    try:  # compiled before the job is declared: a bad route declares nothing
+        pattern = route_pattern(route, view, name=f"webhook.{name}")
+    except Exception as exc:  # Django's route compiler raises ImproperlyConfigured or ValueError
+        raise JobsError(code, f"{owner}: path={route!r} is not a Django route ({type(exc).__name__}).") from None
+
     def run(ctx: Any, *, event_id: str, payload: Any = None) -> Any:
         return handle(event_id=event_id, payload=payload, ctx=ctx)
 
@@ -201,17 +213,7 @@ def webhook_receiver(*, name: str, path: str, tenant: Any = None, verify: Callab
     run.__qualname__ = run.__name__ = f"webhook_receiver[{name}]"
     job_handle = job(run, name=name, idempotency_key="{event_id}", tenant=tenant, queue=queue, retry=retry,
                      sensitive=True)
-    receiver = Receiver(name=name, path=route, handle=job_handle, verify=verify, max_bytes=max_bytes)
-
-    @csrf_exempt
-    @transaction.non_atomic_requests
-    def view(request: HttpRequest, **params: Any) -> HttpResponse:
-        return receive(receiver, request, params)
-
-    try:
-        pattern = route_pattern(route, view, name=f"webhook.{name}")
-    except Exception as exc:  # Django's route compiler raises ImproperlyConfigured or ValueError
-        raise JobsError(code, f"{owner}: path={route!r} is not a Django route ({type(exc).__name__}).") from None
+    declared["self"] = Receiver(name=name, path=route, handle=job_handle, verify=verify, max_bytes=max_bytes)
     with _lock:
         urlpatterns[:] = [p for p in urlpatterns if p.name != f"webhook.{name}"] + [pattern]
     clear_url_caches()
