@@ -17,7 +17,8 @@ Options (default): ``DATABASE`` ("default"), ``OUTBOX`` ("auto"), ``QUEUES`` (["
 ``EVENT_POLL`` (15 min with the wake, 30 s without), ``MAX_PAYLOAD_BYTES`` (1 MiB), ``MAX_STEP_OUTPUT_BYTES`` (1 MiB),
 ``REDACT_KEYS`` (password, passwd, secret, token, api_key, apikey, authorization, cookie,
 signature, credential), ``METRICS_TOKEN`` (None: the metrics view needs a user with
-``ultimate_jobs.view_job``; set, a scraper may send ``Authorization: Bearer <token>``),
+``ultimate_jobs.view_job``; set, at least 24 characters, a scraper may send
+``Authorization: Bearer <token>``),
 ``WEBHOOK_ALLOW_HTTP`` (False: ``webhook()`` refuses plain ``http://`` endpoints unless declared
 ``allow_private=True``; True allows them, for a development receiver).
 Durations are held in seconds.
@@ -48,6 +49,7 @@ DEFAULT_REDACT_KEYS = (
     "authorization", "cookie", "signature", "credential",
 )
 DEFAULT_VISIBILITY = 30.0
+MIN_METRICS_TOKEN = 24  # characters; secrets.token_urlsafe(32) gives 43
 _LIMIT_KEYS = {"per_tenant", "per_queue", "global", "rate_per_tenant"}
 
 
@@ -106,6 +108,11 @@ class JobsSettings:
         for key in ("ENVIRONMENT", "TENANT_OF", "TENANT_CONTEXT", "ADMIN_TENANT_OF", "METRICS_TOKEN"):
             if raw.get(key) is not None:
                 values[key] = _text(key, raw[key])
+        if len(values.get("METRICS_TOKEN") or "x" * MIN_METRICS_TOKEN) < MIN_METRICS_TOKEN:
+            # A bearer token is the whole credential: a short one is guessed in a few requests.
+            raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['METRICS_TOKEN'] is {len(values['METRICS_TOKEN'])} "
+                            f"character(s); it needs at least {MIN_METRICS_TOKEN}.",
+                            "Generate one: python -c 'import secrets; print(secrets.token_urlsafe(32))'.")
         if "WEBHOOK_ALLOW_HTTP" in raw:
             if not isinstance(raw["WEBHOOK_ALLOW_HTTP"], bool):
                 raise JobsError(X_CONFIG_INVALID, "ULTIMATE_JOBS['WEBHOOK_ALLOW_HTTP'] must be True or False.")

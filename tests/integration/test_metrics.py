@@ -13,6 +13,7 @@ from ultimate_jobs import Worker, ops
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/jobs/metrics"
+TOKEN = "planted-metrics-token-0123456789"  # 32 characters: over the 24 the setting requires
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -23,7 +24,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def test_the_documented_series_parse(settings, frozen_clock) -> None:
     from datetime import timedelta
 
-    settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": "s3cret"}
+    settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": TOKEN}
     jobs.noop.enqueue(key="m1")
     jobs.always_fails.enqueue(key="m2")
     Worker(queues=["default"], burst=True).run(install_signals=False)
@@ -31,7 +32,7 @@ def test_the_documented_series_parse(settings, frozen_clock) -> None:
     ops.pause_queue("payments")
     worker = Worker(queues=["default"], concurrency=4, worker_id="w-metrics")
     worker.presence.beat([])
-    response = Client().get(URL, HTTP_AUTHORIZATION="Bearer s3cret")
+    response = Client().get(URL, HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
     got = samples(response.content.decode())
     assert got[("queue_depth", (("queue", "payments"),))] == 1
@@ -49,7 +50,7 @@ def test_the_documented_series_parse(settings, frozen_clock) -> None:
 
 
 def test_the_view_is_guarded(settings) -> None:
-    settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": "s3cret"}
+    settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": TOKEN}
     assert Client().get(URL).status_code == 401
     assert Client().get(URL, HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     client = Client()
@@ -59,4 +60,23 @@ def test_the_view_is_guarded(settings) -> None:
     user.user_permissions.add(Permission.objects.get(codename="view_job"))
     client.force_login(User.objects.get(pk=user.pk))
     assert client.get(URL).status_code == 200
-    assert Client().post(URL, HTTP_AUTHORIZATION="Bearer s3cret").status_code == 405
+    assert Client().post(URL, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 405
+
+
+@pytest.mark.parametrize("short", ["x", "s3cret", "a" * 23])
+def test_a_short_metrics_token_is_refused_at_startup_and_never_accepted(settings, short: str) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    from ultimate_jobs.conf import JobsSettings
+    from ultimate_jobs.errors import JobsError
+
+    with pytest.raises(JobsError) as refused:
+        JobsSettings.from_dict({"METRICS_TOKEN": short})
+    assert refused.value.code == "X_CONFIG_INVALID" and f"is {len(short)} character(s)" in refused.value.cause
+    settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": short}
+    with pytest.raises(SystemCheckError, match="METRICS_TOKEN"):
+        call_command("check")
+    response = Client(raise_request_exception=False).get(URL, HTTP_AUTHORIZATION=f"Bearer {short}")
+    assert response.status_code != 200 and b"jobs_total" not in response.content
+    assert JobsSettings.from_dict({"METRICS_TOKEN": "a" * 24}).METRICS_TOKEN == "a" * 24
