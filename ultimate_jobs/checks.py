@@ -2,7 +2,9 @@
 
 Ids: ``ultimate_jobs.E001`` a bad ``ULTIMATE_JOBS`` value; ``ultimate_jobs.E002`` a
 ``DATABASE`` alias missing from ``DATABASES``; ``ultimate_jobs.E003`` a backfill whose ``requires``
-names a migration no installed app has. Ids are never reused.
+names a migration no installed app has; ``ultimate_jobs.W001`` a ``REDACT_KEYS`` that drops
+some of the default secret keys (``REDACT_KEYS_EXTRA`` adds keys without dropping any). Ids are
+never reused.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from django.conf import settings
 from django.core import checks
 from django.db.migrations.loader import MigrationLoader
 
-from ultimate_jobs.conf import get_settings
+from ultimate_jobs.conf import DEFAULT_REDACT_KEYS, get_settings
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.factories.backfill.declaration import registered_backfills
 
@@ -29,6 +31,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         return [checks.Error(f"ULTIMATE_JOBS['DATABASE']={jobs_settings.DATABASE!r} is not in DATABASES.",
                              hint="Name an alias from DATABASES, or leave DATABASE unset for 'default'.",
                              id="ultimate_jobs.E002")]
+    dropped = [k for k in DEFAULT_REDACT_KEYS if k not in jobs_settings.REDACT_KEYS]
+    if dropped:
+        return [checks.Warning(f"ULTIMATE_JOBS['REDACT_KEYS'] replaces the defaults and drops {', '.join(dropped)}: "
+                               "values under those keys reach the admin, the CLI, logs and traces unmasked.",
+                               hint="Remove REDACT_KEYS and list your own keys in REDACT_KEYS_EXTRA, which adds to the "
+                               "defaults.", id="ultimate_jobs.W001")]
     return []
 
 

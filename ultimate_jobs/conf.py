@@ -15,8 +15,9 @@ Options (default): ``DATABASE`` ("default"), ``OUTBOX`` ("auto"), ``QUEUES`` (["
 ``OUTBOX_RETENTION`` (1d), ``DONE_RETENTION`` (14d), ``DEAD_RETENTION`` (90d), ``ENVIRONMENT``
 (None), ``TENANT_OF`` (None), ``TENANT_CONTEXT`` (None), ``ADMIN_TENANT_OF`` (None),
 ``EVENT_POLL`` (15 min with the wake, 30 s without), ``MAX_PAYLOAD_BYTES`` (1 MiB), ``MAX_STEP_OUTPUT_BYTES`` (1 MiB),
-``REDACT_KEYS`` (password, passwd, secret, token, api_key, apikey, authorization, cookie,
-signature, credential), ``METRICS_TOKEN`` (None: the metrics view needs a user with
+``MAX_RESULT_BYTES`` (1 MiB), ``REDACT_KEYS`` (password, passwd, pwd, secret, token, api_key, apikey,
+private_key, authorization, cookie, session, signature, credential, dsn), ``REDACT_KEYS_EXTRA`` (():
+added to ``REDACT_KEYS``), ``METRICS_TOKEN`` (None: the metrics view needs a user with
 ``ultimate_jobs.view_job``; set, at least 24 characters, a scraper may send
 ``Authorization: Bearer <token>``),
 ``WEBHOOK_ALLOW_HTTP`` (False: ``webhook()`` refuses plain ``http://`` endpoints unless declared
@@ -45,8 +46,8 @@ from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 from ultimate_jobs.names import check_queue_name
 
 DEFAULT_REDACT_KEYS = (
-    "password", "passwd", "secret", "token", "api_key", "apikey",
-    "authorization", "cookie", "signature", "credential",
+    "password", "passwd", "pwd", "secret", "token", "api_key", "apikey", "private_key",
+    "authorization", "cookie", "session", "signature", "credential", "dsn",
 )
 DEFAULT_VISIBILITY = 30.0
 MIN_METRICS_TOKEN = 24  # characters; secrets.token_urlsafe(32) gives 43
@@ -78,7 +79,9 @@ class JobsSettings:
     EVENT_POLL: float | None = None
     MAX_PAYLOAD_BYTES: int = 1 << 20
     MAX_STEP_OUTPUT_BYTES: int = 1 << 20
+    MAX_RESULT_BYTES: int = 1 << 20
     REDACT_KEYS: tuple[str, ...] = DEFAULT_REDACT_KEYS
+    REDACT_KEYS_EXTRA: tuple[str, ...] = ()
     METRICS_TOKEN: str | None = None
     WEBHOOK_ALLOW_HTTP: bool = False
 
@@ -135,16 +138,19 @@ class JobsSettings:
                 values["CONCURRENCY"] = _count("CONCURRENCY", conc, minimum=1)
         if raw.get("MAX_IN_FLIGHT") is not None:
             values["MAX_IN_FLIGHT"] = _count("MAX_IN_FLIGHT", raw["MAX_IN_FLIGHT"], minimum=1)
-        for key in ("RELAY_BATCH_SIZE", "MAX_PAYLOAD_BYTES", "MAX_STEP_OUTPUT_BYTES"):
+        for key in ("RELAY_BATCH_SIZE", "MAX_PAYLOAD_BYTES", "MAX_STEP_OUTPUT_BYTES", "MAX_RESULT_BYTES"):
             if key in raw:
                 values[key] = _count(key, raw[key], minimum=1)
         if "LIMITS" in raw:
             values["LIMITS"] = _limits(raw["LIMITS"])
-        if "REDACT_KEYS" in raw:
-            keys = raw["REDACT_KEYS"]
-            if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
-                raise JobsError(X_CONFIG_INVALID, "ULTIMATE_JOBS['REDACT_KEYS'] must be a list of key names.")
-            values["REDACT_KEYS"] = tuple(k.lower() for k in keys)
+        for key in ("REDACT_KEYS", "REDACT_KEYS_EXTRA"):
+            if key in raw:
+                keys = raw[key]
+                if (isinstance(keys, str) or not isinstance(keys, list | tuple)
+                        or not all(isinstance(k, str) and k.strip() for k in keys)):
+                    raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS[{key!r}] must be a list of key names.")
+                # "-" and "_" alike: X-Api-Key is api_key (ultimate_jobs.redact).
+                values[key] = tuple(k.strip().lower().replace("-", "_") for k in keys)
         return cls(**values)
 
 

@@ -1,12 +1,21 @@
-"""Internal: the one redactor every surface (ops, admin, CLI, logs, stored errors) passes values through.
+"""Internal: the one redactor every surface (ops, admin, CLI, logs, stored errors, spans) passes values through.
 
-A ``sensitive=True`` job shows ``[redacted]`` for its payload, result and step outputs; any
-mapping key containing one of ``REDACT_KEYS`` (case-insensitive: ``password``, ``api_key``,
-``Authorization`` ...) has its value masked at any depth. Free text (errors, log lines) has
-``key=value`` / ``"key": "value"`` / ``Authorization: Bearer ...`` pairs masked; a JSON text
+A ``sensitive=True`` job shows ``[redacted]`` for its payload, result, step outputs and error
+text. Otherwise a secret key's value is masked at any depth: a key is secret when it contains
+one of ``REDACT_KEYS`` plus ``REDACT_KEYS_EXTRA``, compared case-insensitively with ``-`` and
+``_`` alike (``X-Api-Key`` matches ``api_key``). Name/value pairs count as keys too
+(``[["Authorization", "Bearer ..."]]``, ``{"name": "Authorization", "value": "..."}``), and
+a password inside a URL (``postgres://u:PASS@h``) is masked in any string.
+
+Free text (errors, log lines, span events) gets the same rules as text: ``key=value``,
+``key: value``, ``"key": "value"`` and quoted pairs; a quoted or bracketed value is masked
+whole, and an unquoted one up to the end of its line, a delimiter (``, ; & ) ] }``) or the next
+``word=`` pair, so ``password = my secret`` hides ``my secret``, not just ``my``. A JSON text
 cut short (the admin's payload preview reads only a prefix) is masked token by token, so a
-secret cut in half is still masked. ``RedactingFilter`` applies the text rule to every record
-of the ``ultimate_jobs`` logger (installed by the app config).
+secret cut in half is still masked. Redaction is idempotent: redacting text that was already
+redacted changes nothing (stored errors are redacted before they are written, and surfaces
+redact again when they show them). ``RedactingFilter`` applies the text rule to every record of
+the ``ultimate_jobs`` logger (installed by the app config).
 """
 
 from __future__ import annotations
@@ -20,48 +29,139 @@ from ultimate_jobs.conf import get_settings
 
 REDACTED = "[redacted]"
 _SPACE = " \t\r\n"
+_PAIR_NAMES = frozenset({"name", "key", "header", "field"})
+_URL = r"(?P<pre>\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]*:)(?P<pw>[^\s@/?#'\"]+)"
+_URL_PASSWORD = re.compile(_URL + r"(?=@)", re.IGNORECASE)
+# In a preview cut short, a URL's password may run to the end of the text (its "@" was cut off).
+_URL_PASSWORD_CUT = re.compile(_URL + r"(?=@|$)", re.IGNORECASE)
+# The end of an unquoted value: before the next ``word=`` pair, a delimiter, a line end, the text's end.
+_BARE_VALUE = re.compile(r"""[^\n,;&}\])'"]*?(?=\s+[\w.-]+\s*[:=]|\s*(?:[\n,;&}\])'"]|$))""")
+
+
+def redact_keys() -> tuple[str, ...]:
+    """The secret key fragments in force: ``REDACT_KEYS`` plus ``REDACT_KEYS_EXTRA``, normalized."""
+    settings = get_settings()
+    return tuple(dict.fromkeys(_norm(k) for k in (*settings.REDACT_KEYS, *settings.REDACT_KEYS_EXTRA)))
+
+
+def _norm(key: str) -> str:
+    return key.lower().replace("-", "_")
 
 
 def redact(value: Any, *, sensitive: bool = False) -> Any:
+    """``value`` (decoded JSON) with secret keys' values, secret pairs and URL passwords masked;
+    ``[redacted]`` whole when ``sensitive`` (``None`` stays ``None``)."""
     if sensitive and value is not None:
         return REDACTED
-    keys = get_settings().REDACT_KEYS
-    return _walk(value, keys)
+    return _walk(value, redact_keys())
 
 
 def _walk(value: Any, keys: tuple[str, ...]) -> Any:
     if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(k, str) and _secret(k, keys) else _walk(v, keys))
-                for k, v in value.items()}
+        paired = any(k in _PAIR_NAMES and isinstance(v, str) and _secret(v, keys) for k, v in value.items())
+        return {k: (REDACTED if (isinstance(k, str) and _secret(k, keys)) or (paired and k == "value")
+                    else _walk(v, keys)) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if len(value) == 2 and isinstance(value[0], str) and _secret(value[0], keys):
+            return [value[0], REDACTED]
         return [_walk(v, keys) for v in value]
+    if isinstance(value, str):
+        return _mask_text(value, keys, _URL_PASSWORD)
     return value
 
 
 def _secret(key: str, keys: tuple[str, ...]) -> bool:
-    lowered = key.lower()
-    return any(k in lowered for k in keys)
+    normalized = _norm(key)
+    return any(k in normalized for k in keys)
 
 
 @functools.lru_cache(maxsize=8)
 def _text_pattern(keys: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(k) for k in keys)
+    # A key fragment matches with "-" or "_" (or nothing) where the setting has "_".
+    key = r"[\w-]*(?:" + "|".join(re.escape(k).replace("_", "[-_]?") for k in keys) + r")[\w-]*"
     return re.compile(
-        r"""(?P<key>["']?[\w-]*(?:""" + alternatives + r""")[\w-]*["']?\s*[:=]\s*)"""
-        # An earlier pass's marker is a value of its own, so masking twice changes nothing.
-        r"""(?P<value>\[redacted\]|"[^"]*"|'[^']*'|(?:Bearer\s+|Basic\s+|Token\s+)?[^\s,;}'")\]]+)""",
+        # {"name": "Authorization", "value": ...}
+        r"""(?P<q1>["'])(?:name|key|header|field)(?P=q1)\s*:\s*(?P<q2>["'])""" + key
+        + r"""(?P=q2)\s*,\s*(?P<q3>["'])value(?P=q3)\s*:\s*"""
+        # key=value, key: value, "key": value
+        r"""|["']?""" + key + r"""["']?\s*[:=]\s*"""
+        # ("Authorization", "Bearer ...") and ["Authorization", "Bearer ..."]
+        r"""|(?P<q4>["'])""" + key + r"""(?P=q4)\s*,\s*(?=[bru]{0,2}["'])""",
         re.IGNORECASE,
     )
 
 
-def redact_text(text: str | None, *, sensitive: bool = False) -> str | None:
-    """Mask ``key=value`` / ``"key": "value"`` pairs whose key is secret inside free text (errors, logs)."""
-    if text is None:
-        return None
-    keys = get_settings().REDACT_KEYS
+def _quoted_end(text: str, start: int) -> int:
+    quote, i = text[start], start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == quote:
+            return i + 1
+        else:
+            i += 1
+    return len(text)
+
+
+def _bracketed_end(text: str, start: int) -> int:
+    closing = {"{": "}", "[": "]", "(": ")"}
+    stack, i = [closing[text[start]]], start + 1
+    while i < len(text) and stack:
+        char = text[i]
+        if char in "\"'":
+            i = _quoted_end(text, i)
+            continue
+        if char in closing:
+            stack.append(closing[char])
+        elif char == stack[-1]:
+            stack.pop()
+        i += 1
+    return i
+
+
+def _value_span(text: str, start: int) -> tuple[int, str]:
+    """Where the value starting at ``start`` ends, and the quote its mask keeps ("" for none)."""
+    if text.startswith(REDACTED, start):
+        return start + len(REDACTED), ""
+    prefix = start
+    while prefix < len(text) and prefix - start < 2 and text[prefix] in "bBrRuU":
+        prefix += 1
+    if prefix < len(text) and text[prefix] in "\"'":
+        return _quoted_end(text, prefix), text[prefix]
+    if start < len(text) and text[start] in "{[(":
+        return _bracketed_end(text, start), ""
+    match = _BARE_VALUE.match(text, start)
+    return (match.end() if match else start), ""
+
+
+def _mask_text(text: str, keys: tuple[str, ...], url: re.Pattern[str]) -> str:
+    text = url.sub(lambda m: m.group("pre") + REDACTED, text)
     if not keys:
         return text
-    return _text_pattern(keys).sub(lambda m: m.group("key") + REDACTED, text)
+    pattern = _text_pattern(keys)
+    out: list[str] = []
+    pos = 0
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            break
+        end, quote = _value_span(text, match.end())
+        # Nothing after the separator is nothing to mask; the key itself is never empty, so
+        # the search always moves on.
+        out.append(text[pos:end] if end == match.end() else text[pos:match.end()] + quote + REDACTED + quote)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact_text(text: str | None, *, sensitive: bool = False) -> str | None:
+    """Mask secret pairs and URL passwords inside free text (errors, logs); ``[redacted]`` whole
+    when ``sensitive``."""
+    if text is None:
+        return None
+    if sensitive:
+        return REDACTED
+    return _mask_text(text, redact_keys(), _URL_PASSWORD)
 
 
 def preview_json(text: str | None, *, limit: int = 120, sensitive: bool = False) -> str:
@@ -74,20 +174,9 @@ def preview_json(text: str | None, *, limit: int = 120, sensitive: bool = False)
         return ""
     if sensitive:
         return REDACTED
-    masked = _mask_json(text, get_settings().REDACT_KEYS)
+    keys = redact_keys()
+    masked = _mask_text(_mask_json(text, keys), keys, _URL_PASSWORD_CUT)
     return masked if len(masked) <= limit else masked[: limit - 1] + "\u2026"
-
-
-def _string_end(text: str, start: int) -> int:
-    i = start + 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text[i] == '"':
-            return i + 1
-        else:
-            i += 1
-    return len(text)
 
 
 def _value_end(text: str, start: int) -> int:
@@ -96,20 +185,7 @@ def _value_end(text: str, start: int) -> int:
         while i < len(text) and text[i] not in ",}]" + _SPACE:
             i += 1
         return i
-    depth, i = 0, start
-    while i < len(text):
-        char = text[i]
-        if char == '"':
-            i = _string_end(text, i)
-            continue
-        if char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return len(text)
+    return _bracketed_end(text, start)
 
 
 def _mask_json(text: str, keys: tuple[str, ...]) -> str:
@@ -120,12 +196,12 @@ def _mask_json(text: str, keys: tuple[str, ...]) -> str:
     while i < len(text):
         char = text[i]
         if mask_next and char not in _SPACE + ":":
-            i = _string_end(text, i) if char == '"' else _value_end(text, i)
+            i = _quoted_end(text, i) if char == '"' else _value_end(text, i)
             out.append('"' + REDACTED + '"')
             mask_next = False
             continue
         if char == '"':
-            end = _string_end(text, i)
+            end = _quoted_end(text, i)
             if stack and stack[-1] == "{" and want_key:
                 want_key = False
                 mask_next = bool(keys) and _secret(text[i + 1:end - 1], keys)

@@ -108,11 +108,13 @@ def unwind(handle: AnyJobHandle, claimed: ClaimedJob, steps: Steps, failure: Set
             raise
         except Exception as exc:  # a compensator failed: back to the queue while attempts remain
             log.warning("jobs.compensation.failed job_id=%s name=%s step=%s attempt=%s/%s error=%r", claimed.id,
-                        claimed.name, name, claimed.attempt, claimed.max_attempts, exc)
+                        claimed.name, name, claimed.attempt, claimed.max_attempts,
+                        type(exc).__name__ if handle.sensitive else exc)
             if claimed.attempt < claimed.max_attempts:
                 return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error,
                                   error_code=failure.error_code, delay=handle.retry.delay_after(claimed.attempt))
-            return stop(handle, claimed, f"the compensator of step {name!r} failed: {format_error(exc)}\n\n"
+            failed = format_error(exc, sensitive=handle.sensitive)
+            return stop(handle, claimed, f"the compensator of step {name!r} failed: {failed}\n\n"
                         f"original failure:\n{failure.last_error}", X_JOB_COMPENSATION_FAILED,
                         failure.stop_reason or "attempts-exhausted")
     log.info("jobs.compensation.done job_id=%s name=%s", claimed.id, claimed.name)
