@@ -39,12 +39,21 @@ _STAGED_FIELDS = (
 )
 
 
-def get_job(job_id: str | UUID) -> JobDetail:
+def get_job(job_id: str | UUID, *, tenant_id: str | None = None) -> JobDetail:
     """One job with its step trace; raise ``X_JOB_NOT_FOUND`` when no such job exists.
 
     An id staged in the outbox and not yet published answers ``state="staged"``; one published
-    into another (live) job answers that job, with ``staged_id`` set to ``job_id``.
+    into another (live) job answers that job, with ``staged_id`` set to ``job_id``. ``tenant_id``
+    guards the read: another tenant's job (or one of no tenant) is ``X_JOB_NOT_FOUND``, the very
+    answer an unknown id gets, so a scoped caller learns nothing about ids outside its tenant.
     """
+    job = _get_job(job_id)
+    if tenant_id is not None and job["tenant_id"] != tenant_id:
+        raise JobsError(X_JOB_NOT_FOUND, f"No job has the id {parse_uuid(job_id, subject='job id')}.")
+    return job
+
+
+def _get_job(job_id: str | UUID) -> JobDetail:
     key = parse_uuid(job_id, subject="job id")
     row = _jobs().filter(id=key).values(*_ROW_FIELDS, "attempts").first()
     staged_id = None
