@@ -104,6 +104,17 @@ X_JOB_FAILED = register("X_JOB_FAILED", "Read last_error, fix the cause, then re
 X_JOB_RESULT_UNSERIALIZABLE = register(
     "X_JOB_RESULT_UNSERIALIZABLE", "Return JSON from the job body: str, int, float, bool, None, lists and dicts."
 )
+X_JOB_RESULT_TOO_LARGE = register(
+    "X_JOB_RESULT_TOO_LARGE", "Return a small result (an id or a count) and keep the data in your own tables, or "
+    "raise ULTIMATE_JOBS['MAX_RESULT_BYTES']."
+)
+X_TEXT_INVALID = register(
+    "X_TEXT_INVALID", "Pass a short string without NUL (\\x00) characters; PostgreSQL cannot store NUL in text."
+)
+X_FAULTS_INVALID = register(
+    "X_FAULTS_INVALID", "Fix ULTIMATE_JOBS_FAULTS (point=action pairs, see ultimate_jobs.faults) or unset it; "
+    "set ULTIMATE_JOBS_FAULTS_ARMED=1 only in crash tests."
+)
 X_LEASE_LAPSED = register(
     "X_LEASE_LAPSED", "The worker died or stalled past VISIBILITY_TIMEOUT on the final attempt; retry the job."
 )

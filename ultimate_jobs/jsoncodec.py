@@ -4,7 +4,9 @@
 JSON only (never pickle): ``UUID``, ``datetime``, ``date``, ``time``, ``timedelta`` and
 ``Decimal`` become strings through Django's ``DjangoJSONEncoder``. Refused: NaN and infinity,
 strings holding NUL (PostgreSQL's jsonb cannot store it) or a lone surrogate (not UTF-8),
-nesting deeper than the encoder can follow, and anything over the caller's byte limit.
+a mapping key that is not a string at any depth (``json`` would coerce it silently, so
+``{1: "a", "1": "b"}`` would collapse into one key), nesting deeper than the encoder can
+follow, and anything over the caller's byte limit (``TooLarge``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ class NotJSON(ValueError):
     """A value that cannot be stored as JSON; the message says why."""
 
 
+class TooLarge(NotJSON):
+    """A value whose encoding is over the caller's byte limit."""
+
+
 def dumps(value: Any, *, max_bytes: int | None = None, what: str = "value") -> str:
     """Encode ``value``; raise ``NotJSON`` with a readable reason."""
     try:
@@ -31,6 +37,10 @@ def dumps(value: Any, *, max_bytes: int | None = None, what: str = "value") -> s
         raise NotJSON(f"{what} is nested too deeply to encode as JSON") from None
     except (TypeError, ValueError) as exc:
         raise NotJSON(f"{what} is not JSON-encodable: {exc}") from None
+    bad_key = _non_string_key(value)
+    if bad_key is not None:
+        raise NotJSON(f"{what} has the key {bad_key[0]!r} ({type(bad_key[0]).__name__}); JSON keys are strings, "
+                      "and a coerced key can collide with another (use str keys)")
     if "\\u0000" in text and _holds_nul(value):
         raise NotJSON(f"{what} holds a NUL character, which PostgreSQL's jsonb cannot store")
     try:
@@ -38,7 +48,7 @@ def dumps(value: Any, *, max_bytes: int | None = None, what: str = "value") -> s
     except UnicodeEncodeError:
         raise NotJSON(f"{what} holds a lone surrogate, which is not valid UTF-8") from None
     if max_bytes is not None and size > max_bytes:
-        raise NotJSON(f"{what} is {size} bytes encoded, over the {max_bytes}-byte limit")
+        raise TooLarge(f"{what} is {size} bytes encoded, over the {max_bytes}-byte limit")
     return text
 
 
@@ -48,6 +58,21 @@ def loads(text: str | bytes | None) -> Any:
     if isinstance(text, dict | list):  # a driver that already decoded jsonb
         return text
     return json.loads(text)
+
+
+def _non_string_key(value: Any) -> tuple[object] | None:
+    """The first mapping key that is not a ``str``, at any depth, in a 1-tuple; ``None`` when every key is."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return (key,)
+                stack.append(child)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return None
 
 
 def _holds_nul(value: Any) -> bool:

@@ -3,9 +3,15 @@ that enqueued it.
 
 An enqueue stamps the current span's W3C ``traceparent`` on the row; the worker opens the
 job's span (``job <name>``, kind CONSUMER) as its child around the body, so a trace shows the
-HTTP request and the job that ran later as one; durable steps open ``step <name>`` children
-through ``step_span``. Without opentelemetry-api every helper is a no-op; without an SDK no
-span is started (the enqueuer's trace is still carried to the body's own enqueues).
+HTTP request and the job that ran later as one; every durable step the attempt executes opens a
+``step <name>`` child (``step_span``; a step replayed from storage ran in an earlier attempt and
+opens none). Without opentelemetry-api every helper is a no-op; without an SDK no span is started
+(the enqueuer's trace is still carried to the body's own enqueues).
+
+A failure is recorded as an ``exception`` event and an ``ERROR`` status whose text passed through
+the redactor first, exactly like the stored ``last_error`` (a ``sensitive=True`` job's messages
+are ``[redacted]``): OpenTelemetry's own exception recording is switched off on these spans,
+because it would export the raw exception text.
 
 Usage: nothing to call; configure an OpenTelemetry SDK (a ``TracerProvider`` and exporter) in
 the web and worker processes as usual.
@@ -18,8 +24,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import traceback
 from collections.abc import Iterator
 from typing import Any
+
+from ultimate_jobs.redact import REDACTED, redact_text
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -85,18 +94,28 @@ def job_span(*, name: str, job_id: Any, queue: str, attempt: int, traceparent: s
     attributes = {"job.id": str(job_id), "job.name": name, "job.queue": queue, "job.attempt": attempt,
                   "messaging.system": "ultimate_jobs", "messaging.destination.name": queue}
     with tracer.start_as_current_span(f"job {name}", context=_parent(traceparent), kind=trace.SpanKind.CONSUMER,
-                                      attributes=attributes) as span:
+                                      attributes=attributes, record_exception=False,
+                                      set_status_on_exception=False) as span:
         yield span
 
 
-def record_error(span: Any, error: BaseException) -> None:
-    """Mark ``span`` failed with ``error`` (the body's exception is caught inside the span, as
-    data for the retry decision, so the span would not see it on its own)."""
+def record_error(span: Any, error: BaseException, *, sensitive: bool = False) -> None:
+    """Mark ``span`` failed with ``error``, redacted as the stored error is (the body's exception
+    is caught inside the span, as data for the retry decision, so the span would not see it on
+    its own; and the SDK's ``record_exception`` would export the raw text)."""
     trace = _api()
     if span is None or trace is None:
         return
-    span.record_exception(error)
-    span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:200]))
+    kind = f"{type(error).__module__}.{type(error).__qualname__}"
+    if sensitive:
+        message = REDACTED
+        stack = "".join(traceback.format_tb(error.__traceback__)) + f"{kind}: {REDACTED}"
+    else:
+        message = redact_text(str(error)) or ""
+        stack = redact_text("".join(traceback.format_exception(error))) or ""
+    span.add_event("exception", {"exception.type": kind, "exception.message": message,
+                                 "exception.stacktrace": stack})
+    span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(error).__name__}: {message}"[:200]))
 
 
 @contextlib.contextmanager
@@ -106,6 +125,7 @@ def step_span(name: str) -> Iterator[Any]:
     if trace is None or not _recording(trace):
         yield None
         return
-    with trace.get_tracer("ultimate_jobs").start_as_current_span(f"step {name}",
-                                                                 attributes={"job.step": name}) as span:
+    with trace.get_tracer("ultimate_jobs").start_as_current_span(
+            f"step {name}", attributes={"job.step": name}, record_exception=False,
+            set_status_on_exception=False) as span:
         yield span

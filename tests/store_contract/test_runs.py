@@ -65,16 +65,40 @@ def test_a_publish_wakes_the_suspended_runs_whose_match_it_contains(store: Store
     _suspend_on(store, other, "order.paid", '{"order": 2}')
     assert job(store, waiting.id).run_at == later(3600)
     woken = store.event_publish(event_id=uuid7(), name="order.paid", payload='{"order": 1, "total": 9}',
-                                now=later(5))
+                                tenant_id=None, now=later(5))
     assert woken == 1
     assert job(store, waiting.id).run_at == later(5) and job(store, other.id).run_at == later(3600)
-    assert store.event_publish(event_id=uuid7(), name="order.shipped", payload='{"order": 2}', now=later(6)) == 0
+    assert store.event_publish(event_id=uuid7(), name="order.shipped", payload='{"order": 2}', tenant_id=None,
+                               now=later(6)) == 0
 
-    found = store.event_find(name="order.paid", match='{"order": 1}', since=NOW)
+    found = store.event_find(name="order.paid", match='{"order": 1}', since=NOW, tenant_id=None)
     assert json.loads(found or "") == {"order": 1, "total": 9}
-    assert json.loads(store.event_find(name="order.paid", match=None, since=NOW) or "") == {"order": 1, "total": 9}
-    assert store.event_find(name="order.paid", match='{"order": 2}', since=NOW) is None
-    assert store.event_find(name="order.paid", match=None, since=later(6)) is None
+    assert json.loads(store.event_find(name="order.paid", match=None, since=NOW, tenant_id=None) or "") == {
+        "order": 1, "total": 9}
+    assert store.event_find(name="order.paid", match='{"order": 2}', since=NOW, tenant_id=None) is None
+    assert store.event_find(name="order.paid", match=None, since=later(6), tenant_id=None) is None
+    assert store.event_find(name="order.paid", match=None, since=NOW, tenant_id="acme") is None
+
+
+@covers("event_publish", "event_find", "job_wake_waiter")
+def test_events_are_tenant_scoped(store: Store) -> None:
+    acme, bare = claimed(store, key="acme", tenant="acme"), claimed(store, key="bare")
+    _suspend_on(store, acme, "invoice.paid", '{"invoice": 1}')
+    _suspend_on(store, bare, "invoice.paid", '{"invoice": 1}')
+    assert store.event_publish(event_id=uuid7(), name="invoice.paid", payload='{"invoice": 1, "by": "globex"}',
+                               tenant_id="globex", now=later(1)) == 0
+    assert job(store, acme.id).run_at == later(3600) and job(store, bare.id).run_at == later(3600)
+    assert store.job_wake_waiter(job_id=acme.id, now=later(2)) is False
+    assert store.event_find(name="invoice.paid", match=None, since=NOW, tenant_id="acme") is None
+    assert store.event_publish(event_id=uuid7(), name="invoice.paid", payload='{"invoice": 1, "by": "acme"}',
+                               tenant_id="acme", now=later(3)) == 1
+    assert job(store, acme.id).run_at == later(3) and job(store, bare.id).run_at == later(3600)
+    assert json.loads(store.event_find(name="invoice.paid", match=None, since=NOW, tenant_id="acme") or "") == {
+        "invoice": 1, "by": "acme"}
+    assert store.event_find(name="invoice.paid", match=None, since=NOW, tenant_id=None) is None
+    assert store.event_publish(event_id=uuid7(), name="invoice.paid", payload='{"invoice": 1}', tenant_id=None,
+                               now=later(4)) == 1
+    assert job(store, bare.id).run_at == later(4)
 
 
 @covers("job_wake_waiter")
@@ -82,7 +106,8 @@ def test_the_waiters_recheck_wakes_a_run_whose_event_came_while_it_was_suspendin
     run = claimed(store)
     assert _step(store, run, "wait:paid", 1, wake_in=3600, event="paid", match='{"order": 1}') == NOW
     # The publish lands while the run is still running: it cannot wake a row that is not suspended.
-    assert store.event_publish(event_id=uuid7(), name="paid", payload='{"order": 1}', now=later(1)) == 0
+    assert store.event_publish(event_id=uuid7(), name="paid", payload='{"order": 1}', tenant_id=None,
+                               now=later(1)) == 0
     assert store.job_settle_many(settlements=[Settlement(run.id, run.claim, "suspended", delay=3600.0,
                                                          uncount=True)], now=later(2)) == {run.id}
     assert store.job_wake_waiter(job_id=run.id, now=later(3)) is True
@@ -98,9 +123,9 @@ def test_the_waiters_recheck_wakes_a_run_whose_event_came_while_it_was_suspendin
 def test_an_event_purge_keeps_events_an_open_wait_could_still_take(store: Store) -> None:
     events = JobEvent.objects.using(store.alias)
     old_id, kept_id, new_id = uuid7(), uuid7(), uuid7()
-    store.event_publish(event_id=old_id, name="gone", payload="{}", now=NOW)
-    store.event_publish(event_id=kept_id, name="awaited", payload="{}", now=NOW)
-    store.event_publish(event_id=new_id, name="gone", payload="{}", now=later(86400))
+    store.event_publish(event_id=old_id, name="gone", payload="{}", tenant_id=None, now=NOW)
+    store.event_publish(event_id=kept_id, name="awaited", payload="{}", tenant_id=None, now=NOW)
+    store.event_publish(event_id=new_id, name="gone", payload="{}", tenant_id=None, now=later(86400))
     run = claimed(store)
     assert _step(store, run, "wait", 1, wake_in=None, event="awaited", match=None, now=NOW - timedelta(hours=1))
     assert store.event_purge(retention=3600, now=later(86400)) == 1

@@ -282,8 +282,8 @@ class Store(Protocol):
 
     def job_wake_waiter(self, *, job_id: UUID, now: datetime | None) -> bool:
         """After a run settled ``suspended`` on an event wait: make it due now when a matching event
-        committed while it was suspending (the publish could not wake a row still running); answer
-        whether it woke. A compare on ``suspended``, so a re-claimed row is untouched. SQLite:
+        of the run's own tenant committed while it was suspending (the publish could not wake a row
+        still running); answer whether it woke. A compare on ``suspended``, so a re-claimed row is untouched. SQLite:
         several statements in one transaction.
         """
 
@@ -410,16 +410,19 @@ class Store(Protocol):
 
     # -- durable runs: events (``ultimate_jobs.events``) ---------------------------------------------
 
-    def event_publish(self, *, event_id: UUID, name: str, payload: str, now: datetime | None) -> int:
-        """Store one event in the caller's transaction and make due now every ``suspended`` run
-        with an open wait on ``name`` begun no later than the publish whose match the JSON
-        ``payload`` contains (PostgreSQL notifies their queues at commit); answer how many woke.
-        A rolled-back publish leaves no event and wakes nobody.
+    def event_publish(self, *, event_id: UUID, name: str, payload: str, tenant_id: str | None,
+                      now: datetime | None) -> int:
+        """Store one event of ``tenant_id`` (None: no tenant) in the caller's transaction and make
+        due now every ``suspended`` run of that same tenant (a NULL tenant matches only NULL) with
+        an open wait on ``name`` begun no later than the publish whose match the JSON ``payload``
+        contains (PostgreSQL notifies their queues at commit); answer how many woke. A rolled-back
+        publish leaves no event and wakes nobody.
         """
 
-    def event_find(self, *, name: str, match: str | None, since: datetime) -> str | None:
-        """The payload (JSON text) of the first event of ``name`` published at or after ``since``
-        whose payload contains ``match`` (JSON text; None matches any); None when there is none."""
+    def event_find(self, *, name: str, match: str | None, since: datetime, tenant_id: str | None) -> str | None:
+        """The payload (JSON text) of the first event of ``name`` and of ``tenant_id`` (None: only
+        events with no tenant) published at or after ``since`` whose payload contains ``match``
+        (JSON text; None matches any); None when there is none."""
 
     def event_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
         """Delete up to ``limit`` events published more than ``retention`` seconds ago that no open

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import CancelToken, JobContext
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.store import ClaimedJob, Settlement, Store
@@ -32,6 +33,7 @@ from ultimate_jobs.errors import (
     X_JOB_COMPENSATION_FAILED,
     X_JOB_DECLARATION_INVALID,
     X_JOB_FAILED,
+    X_JOB_RESULT_TOO_LARGE,
     X_JOB_RESULT_UNSERIALIZABLE,
     X_JOB_SLOT_LOST,
     X_JOB_TIMEOUT,
@@ -86,19 +88,31 @@ def run_attempt(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *
     except Exception as error:  # an undecodable payload is the attempt's failure
         return decide(handle, claimed, token, error=error)
     steps = engine_of(ctx.step)
-    with tenant_context(claimed.tenant_id), _span(claimed) as span:
+    with _span(claimed) as span:
         try:
-            if handle.compensates and needs_unwind(handle, claimed, steps):
-                return _finish(handle, claimed, ctx, _guarded_unwind(
-                    handle, claimed, token, lambda: resume_unwind(handle, claimed, ctx, kwargs)))
-            result = handle.fn(ctx, **kwargs)
-        except Suspension:
-            result = None  # the step runner latched where and for how long
-        except Exception as error:  # the body's failure is data for the retry decision
-            record_error(span, error)
+            with tenant_context(claimed.tenant_id):
+                outcome = _run_body(handle, claimed, token, ctx, kwargs, steps, span)
+        except Exception as error:  # TENANT_CONTEXT failed to enter or to exit: this attempt's failure
+            record_error(span, error, sensitive=handle.sensitive)
             _release_broken_connections()
-            return _finish(handle, claimed, ctx, verdict(handle, claimed, token, steps, error=error))
-        return _finish(handle, claimed, ctx, verdict(handle, claimed, token, steps, result=result))
+            outcome = decide(handle, claimed, token, error=error)
+        return _finish(handle, claimed, ctx, outcome)
+
+
+def _run_body(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, ctx: JobContext,
+              kwargs: dict[str, Any], steps: Steps, span: Any) -> Settlement | None:
+    """The body (or the unwind it owes) inside the tenant context; the verdict on how it ended."""
+    try:
+        if handle.compensates and needs_unwind(handle, claimed, steps):
+            return _guarded_unwind(handle, claimed, token, lambda: resume_unwind(handle, claimed, ctx, kwargs))
+        result = handle.fn(ctx, **kwargs)
+    except Suspension:
+        result = None  # the step runner latched where and for how long
+    except Exception as error:  # the body's failure is data for the retry decision
+        record_error(span, error, sensitive=handle.sensitive)
+        _release_broken_connections()
+        return verdict(handle, claimed, token, steps, error=error)
+    return verdict(handle, claimed, token, steps, result=result)
 
 
 async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *,
@@ -107,12 +121,18 @@ async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: Ca
     ctx: JobContext | None = None
     try:
         ctx, kwargs = build_context(handle, claimed, token, store_for(alias))
-        with tenant_context(claimed.tenant_id), _span(claimed):
-            result = await handle.fn(ctx, **kwargs)  # an exception passes through the span: recorded
-    except Exception as error:
+    except Exception as error:  # an undecodable payload is the attempt's failure
         outcome = decide(handle, claimed, token, error=error)
     else:
-        outcome = decide(handle, claimed, token, result=result)
+        with _span(claimed) as span:
+            try:
+                with tenant_context(claimed.tenant_id):
+                    result = await handle.fn(ctx, **kwargs)
+            except Exception as error:  # the body's (or TENANT_CONTEXT's) failure
+                record_error(span, error, sensitive=handle.sensitive)
+                outcome = decide(handle, claimed, token, error=error)
+            else:
+                outcome = decide(handle, claimed, token, result=result)
     if outcome is not None:
         if ctx is not None:  # the last progress report, written off the event loop (the ORM is sync)
             await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
@@ -150,10 +170,12 @@ def _guarded_unwind(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToke
         _release_broken_connections()
         log.warning("jobs.compensation.interrupted job_id=%s name=%s error=%r", claimed.id, claimed.name, error)
         if claimed.attempt >= claimed.max_attempts:
-            return failure or _stop(handle, claimed, format_error(error), X_JOB_COMPENSATION_FAILED,
+            return failure or _stop(handle, claimed, format_error(error, sensitive=handle.sensitive),
+                                    X_JOB_COMPENSATION_FAILED,
                                     "attempts-exhausted")
         return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error if failure else
-                          format_error(error), error_code=failure.error_code if failure else X_JOB_FAILED,
+                          format_error(error, sensitive=handle.sensitive),
+                          error_code=failure.error_code if failure else X_JOB_FAILED,
                           delay=handle.retry.delay_after(claimed.attempt))
 
 
@@ -198,7 +220,9 @@ def decide(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *, res
         return None
     if error is None:
         try:
-            encoded = jsoncodec.dumps(result, what=f"{claimed.name} result")
+            encoded = jsoncodec.dumps(result, max_bytes=get_settings().MAX_RESULT_BYTES, what=f"{claimed.name} result")
+        except jsoncodec.TooLarge as exc:  # checked before the settle: an oversized result is never stored
+            return _stop(handle, claimed, f"{exc}; the result was not stored.", X_JOB_RESULT_TOO_LARGE, "terminal")
         except jsoncodec.NotJSON as exc:
             return _stop(handle, claimed, f"{exc}", X_JOB_RESULT_UNSERIALIZABLE, "terminal")
         return Settlement(claimed.id, claimed.claim, "done", result=encoded)
@@ -208,7 +232,7 @@ def decide(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *, res
     if isinstance(error, JobCancelled) and token.is_set():
         log.warning("jobs.run.cancelled job_id=%s name=%s reason=%s", claimed.id, claimed.name, token.reason)
         return None
-    text = format_error(error)
+    text = format_error(error, sensitive=handle.sensitive)
     code = getattr(error, "code", None)
     code = code if isinstance(code, str) and code else X_JOB_FAILED
     kind, retry_after = classify(error)

@@ -272,7 +272,7 @@ class Steps:
             row = self.load()[name]
         # The stored wait is what the publish's wake reads, so it is what is matched here too.
         found = self.store.event_find(name=row.event or event, match=row.event_match,
-                                      since=row.started_at or clock.now())
+                                      since=row.started_at or clock.now(), tenant_id=self.claimed.tenant_id)
         if found is not None:
             return jsoncodec.loads(self._complete(name, found))
         remaining = self._remaining(row)

@@ -101,15 +101,16 @@ EVENT_PUBLISH: LiteralString = """
 -- a rolled-back publish leaves no event, wakes nobody and sends no NOTIFY.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now),
 ev AS (
-    INSERT INTO ultimate_jobs_jobevent (id, name, payload, published_at)
-    SELECT %(id)s, %(name)s, %(payload)s::jsonb, t.now FROM t
-    RETURNING payload, published_at),
+    INSERT INTO ultimate_jobs_jobevent (id, name, payload, tenant_id, published_at)
+    SELECT %(id)s, %(name)s, %(payload)s::jsonb, %(tenant_id)s::text, t.now FROM t
+    RETURNING payload, tenant_id, published_at),
 woken AS (
     UPDATE ultimate_jobs_job AS j SET run_at = t.now, updated_at = t.now
       FROM t, ev, ultimate_jobs_jobstep AS s
      WHERE s.event = %(name)s AND s.status = 'started' AND s.started_at <= ev.published_at
        AND ev.payload @> coalesce(s.event_match, '{}'::jsonb)
        AND j.run_id = s.run_id AND j.state = 'suspended' AND j.run_at > t.now
+       AND j.tenant_id IS NOT DISTINCT FROM ev.tenant_id  -- events are tenant-scoped
     RETURNING j.queue),
 notified AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', q.queue) FROM (SELECT DISTINCT queue FROM woken) AS q)
 SELECT (SELECT count(*) FROM woken)::int, (SELECT count(*) FROM notified)::int
@@ -117,9 +118,10 @@ SELECT (SELECT count(*) FROM woken)::int, (SELECT count(*) FROM notified)::int
 
 EVENT_FIND: LiteralString = """
 -- The first event of one name published since a wait began whose payload contains the wait's
--- match (jsonb containment): the answer the wait records.
+-- match (jsonb containment), published under the waiting run's tenant: the answer the wait records.
 SELECT e.payload::text FROM ultimate_jobs_jobevent AS e
  WHERE e.name = %(name)s AND e.published_at >= %(since)s::timestamptz
+   AND e.tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text
    AND e.payload @> coalesce(%(match)s::jsonb, '{}'::jsonb)
  ORDER BY e.published_at, e.id
  LIMIT 1
@@ -160,6 +162,7 @@ woken AS (
      WHERE j.id = %(job_id)s AND j.state = 'suspended' AND j.run_at > t.now
        AND EXISTS (SELECT 1 FROM ultimate_jobs_jobstep AS s
                      JOIN ultimate_jobs_jobevent AS e ON e.name = s.event AND e.published_at >= s.started_at
+                          AND e.tenant_id IS NOT DISTINCT FROM j.tenant_id
                     WHERE s.run_id = j.run_id AND s.status = 'started' AND s.event IS NOT NULL
                       AND e.payload @> coalesce(s.event_match, '{}'::jsonb))
     RETURNING j.queue)
@@ -202,15 +205,17 @@ class RunStatements(PostgresConnection):
             fenced, written = cursor.fetchone()
         return _verdict(fenced, written)
 
-    def event_publish(self, *, event_id: UUID, name: str, payload: str, now: datetime | None) -> int:
+    def event_publish(self, *, event_id: UUID, name: str, payload: str, tenant_id: str | None,
+                      now: datetime | None) -> int:
         """Store the event on the caller's connection (its transaction); answer how many runs it woke."""
         with self._cursor() as cursor:
-            cursor.execute(EVENT_PUBLISH, {"id": event_id, "name": name, "payload": payload, "now": now})
+            cursor.execute(EVENT_PUBLISH, {"id": event_id, "name": name, "payload": payload, "tenant_id": tenant_id,
+                                           "now": now})
             return int(cursor.fetchone()[0])
 
-    def event_find(self, *, name: str, match: str | None, since: datetime) -> str | None:
+    def event_find(self, *, name: str, match: str | None, since: datetime, tenant_id: str | None) -> str | None:
         with self._cursor() as cursor:
-            cursor.execute(EVENT_FIND, {"name": name, "match": match, "since": since})
+            cursor.execute(EVENT_FIND, {"name": name, "match": match, "since": since, "tenant_id": tenant_id})
             row = cursor.fetchone()
         return None if row is None else row[0]
 

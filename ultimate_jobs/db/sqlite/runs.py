@@ -77,16 +77,17 @@ SELECT 1 FROM ultimate_jobs_job WHERE id = %s AND claim = %s AND state = 'runnin
 
 EVENT_INSERT: LiteralString = """
 -- Store one event on the caller's connection, so it commits or rolls back with the caller.
-INSERT INTO ultimate_jobs_jobevent (id, name, payload, published_at) VALUES (%s, %s, %s, %s)
+INSERT INTO ultimate_jobs_jobevent (id, name, payload, tenant_id, published_at) VALUES (%s, %s, %s, %s, %s)
 """
 
 EVENT_WAITERS: LiteralString = """
--- The suspended runs with an open wait on one event name begun no later than the publish; the
--- match is tested in Python (SQLite has no JSON containment).
+-- The suspended runs of the event's tenant (IS: NULL matches only NULL) with an open wait on one
+-- event name begun no later than the publish; the match is tested in Python (SQLite has no JSON
+-- containment).
 SELECT j.id, s.event_match FROM ultimate_jobs_jobstep AS s
   JOIN ultimate_jobs_job AS j ON j.run_id = s.run_id
  WHERE s.event = %s AND s.status = 'started' AND s.started_at <= %s
-   AND j.state = 'suspended' AND j.run_at > %s
+   AND j.state = 'suspended' AND j.run_at > %s AND j.tenant_id IS %s
 """
 
 JOB_WAKE: LiteralString = """
@@ -95,14 +96,16 @@ UPDATE ultimate_jobs_job SET run_at = %s, updated_at = %s WHERE id = %s AND stat
 """
 
 EVENT_SINCE: LiteralString = """
--- The events of one name published since a wait began, oldest first; the first whose payload
--- contains the wait's match is its answer.
-SELECT payload FROM ultimate_jobs_jobevent WHERE name = %s AND published_at >= %s ORDER BY published_at, id
+-- The events of one name and one tenant (IS: NULL matches only NULL) published since a wait
+-- began, oldest first; the first whose payload contains the wait's match is its answer.
+SELECT payload FROM ultimate_jobs_jobevent
+ WHERE name = %s AND published_at >= %s AND tenant_id IS %s
+ ORDER BY published_at, id
 """
 
 JOB_OPEN_WAIT: LiteralString = """
 -- A suspended run's open event wait, for the re-check after it settled.
-SELECT s.event, s.event_match, s.started_at FROM ultimate_jobs_jobstep AS s
+SELECT s.event, s.event_match, s.started_at, j.tenant_id FROM ultimate_jobs_jobstep AS s
   JOIN ultimate_jobs_job AS j ON j.run_id = s.run_id
  WHERE j.id = %s AND j.state = 'suspended' AND s.status = 'started' AND s.event IS NOT NULL
 """
@@ -159,24 +162,25 @@ class RunStatements(SqliteConnection):
         return self._fenced_write(STEP_FAIL, [run_id.hex, name, error, 1 if count else 0, seq, stamp, job_id.hex,
                                               claim.hex], job_id, claim)
 
-    def event_publish(self, *, event_id: UUID, name: str, payload: str, now: datetime | None) -> int:
+    def event_publish(self, *, event_id: UUID, name: str, payload: str, tenant_id: str | None,
+                      now: datetime | None) -> int:
         """Store the event and wake its waiters, on the caller's connection (its transaction)."""
         stamp = ts(now or clock.now())
         document = jsoncodec.loads(payload)
         woken = 0
         with self._cursor() as cursor:
-            cursor.execute(EVENT_INSERT, [event_id.hex, name, payload, stamp])
-            cursor.execute(EVENT_WAITERS, [name, stamp, stamp])
+            cursor.execute(EVENT_INSERT, [event_id.hex, name, payload, tenant_id, stamp])
+            cursor.execute(EVENT_WAITERS, [name, stamp, stamp, tenant_id])
             for job_id, match in cursor.fetchall():
                 if match is None or jsoncodec.contains(document, jsoncodec.loads(match)):
                     cursor.execute(JOB_WAKE, [stamp, stamp, job_id, stamp])
                     woken += cursor.rowcount
         return woken
 
-    def event_find(self, *, name: str, match: str | None, since: datetime) -> str | None:
+    def event_find(self, *, name: str, match: str | None, since: datetime, tenant_id: str | None) -> str | None:
         wanted = None if match is None else jsoncodec.loads(match)
         with self._cursor() as cursor:
-            cursor.execute(EVENT_SINCE, [name, ts(since)])
+            cursor.execute(EVENT_SINCE, [name, ts(since), tenant_id])
             for (payload,) in cursor.fetchall():
                 if wanted is None or jsoncodec.contains(jsoncodec.loads(payload), wanted):
                     return str(payload)
@@ -200,8 +204,9 @@ class RunStatements(SqliteConnection):
             row = cursor.fetchone()
             if row is None:
                 return False
-            event, match, started_at = row
-            if self.event_find(name=event, match=match, since=parse_ts(started_at) or clock.now()) is None:
+            event, match, started_at, tenant_id = row
+            if self.event_find(name=event, match=match, since=parse_ts(started_at) or clock.now(),
+                               tenant_id=tenant_id) is None:
                 return False
             cursor.execute(JOB_WAKE, [stamp, stamp, job_id.hex, stamp])
             return bool(cursor.rowcount == 1)
