@@ -74,6 +74,9 @@ def test_bulk_actions_confirm_first_and_record_who_acted(admin_client_) -> None:
     retried = LogEntry.objects.get(object_id=ids[2])
     assert (retried.user.username, retried.action_flag) == ("root", CHANGE)
     assert "Retried" in retried.get_change_message()
+    paused = reverse("admin:ultimate_jobs_queue_toggle", args=["payments", "pause"])
+    admin_client_.post(paused)
+    assert ops.paused_queues()[0]["paused_by"] == "root"
     assert Job.objects.get(id=dead[2].id).state == "ready"
 
 

@@ -76,8 +76,8 @@ def _toggle(admin: JobAdmin, request: HttpRequest, verb: str, act: Callable[[], 
 def queue_toggle_view(admin: JobAdmin) -> View:
     def view(request: HttpRequest, queue: str, verb: str) -> HttpResponse:
         def act() -> Any:
-            return (ops.pause_queue(queue, by=request.user.get_username()) if verb == "pause"
-                    else ops.resume_queue(queue))
+            return (ops.pause_queue(queue, by=request.user) if verb == "pause"
+                    else ops.resume_queue(queue, by=request.user))
         return _toggle(admin, request, verb, act, "admin:ultimate_jobs_queues", f"Queue {queue}")
     return view
 
@@ -97,7 +97,8 @@ def tasks_view(admin: JobAdmin) -> View:
 def task_toggle_view(admin: JobAdmin) -> View:
     def view(request: HttpRequest, task: str, verb: str) -> HttpResponse:
         def act() -> Any:
-            return ops.pause_task(task) if verb == "pause" else ops.resume_task(task)
+            return (ops.pause_task(task, by=request.user) if verb == "pause"
+                    else ops.resume_task(task, by=request.user))
         return _toggle(admin, request, verb, act, "admin:ultimate_jobs_tasks", f"Task {task}")
     return view
 
