@@ -302,3 +302,8 @@ slug_backfill = backfill(name="tests.backfill.slugs", tenant=NO_TENANT, source=l
 @job(name="tests.coded_nul", idempotency_key="coded-nul:{key}", tenant=NO_TENANT, retry=1)
 def coded_nul(ctx, *, key: str) -> None:
     raise CodedError(f"X_NUL\x00{key.upper()}")  # a payload cannot carry a NUL; an exception can
+
+
+# Job modules a process test names (comma-separated dotted paths), declared in its workers too.
+for _module in filter(None, os.environ.get("JOBS_TEST_MODULES", "").split(",")):
+    __import__(_module)
