@@ -258,6 +258,47 @@ X_CONSUMER_SELF_ENQUEUE = register(
     "X_CONSUMER_SELF_ENQUEUE", "Do not enqueue the consumer from its own open/handle; its supervisor re-arms it."
 )
 
+# -- data factories (ultimate_jobs.factories: export_rows, import_rows, rollup, refresh_view, subject) --
+X_EXPORT_SOURCE_INVALID = register(
+    "X_EXPORT_SOURCE_INVALID", "Return an unsliced QuerySet with a single-column primary key from source=, "
+    "e.g. lambda ctx, **input: Order.objects.filter(org=input[\"org\"])."
+)
+X_IMPORT_HEADER_MISMATCH = register(
+    "X_IMPORT_HEADER_MISMATCH", "Make the file's first line name exactly the declared columns= (any order), "
+    "or correct columns=."
+)
+X_IMPORT_RECORD_TOO_LARGE = register(
+    "X_IMPORT_RECORD_TOO_LARGE", "Close the quote left open near the byte offset named, or raise max_record_bytes=."
+)
+X_IMPORT_TOO_MANY_ERRORS = register(
+    "X_IMPORT_TOO_MANY_ERRORS", "Read the error report under error_prefix, fix the file, then import it again "
+    "(or raise max_row_errors=)."
+)
+X_IMPORT_SOURCE_INVALID = register(
+    "X_IMPORT_SOURCE_INVALID", "Upload the object before enqueueing the import, and make key= name it in storage()."
+)
+X_JOB_ROLLUP_INVALID = register(
+    "X_JOB_ROLLUP_INVALID", "Give rollup() a positive lookback, a bucket of minute|hour|day|week|month, an IANA "
+    "tz and a key= exactly matching a unique constraint of into."
+)
+X_JOB_REFRESH_VIEW_INVALID = register(
+    "X_JOB_REFRESH_VIEW_INVALID", "Name a PostgreSQL materialized view (with a unique index when concurrently=True)."
+)
+X_SUBJECT_TREATMENT_INVALID = register(
+    "X_SUBJECT_TREATMENT_INVALID", 'State "delete", {"anonymize": {field: value}} (existing fields; None only '
+    'for nullable ones) or {"retain": "<why>"} for each reached model.'
+)
+X_SUBJECT_TABLE_UNDECLARED = register(
+    "X_SUBJECT_TABLE_UNDECLARED", "Add the named model to define_subject(tables=...) with its treatment."
+)
+X_SUBJECT_CYCLE = register(
+    "X_SUBJECT_CYCLE", "Make one foreign key in the loop of deleted tables nullable, so the erase can clear it first."
+)
+X_SUBJECT_ERASE_INCOMPLETE = register(
+    "X_SUBJECT_ERASE_INCOMPLETE", "Give the named table a treatment that removes the column's value (delete, or "
+    "anonymize that field), or retain it with a reason."
+)
+
 
 class JobsError(Exception):
     """A refusal or failure with a code, a cause and a one-line fix."""

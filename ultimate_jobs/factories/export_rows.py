@@ -1,0 +1,218 @@
+"""``export_rows()``: a QuerySet written out through a Django ``Storage``, one object per page.
+
+Usage::
+
+    # shop/jobs.py
+    from django.core.files.storage import storages
+    from ultimate_jobs import export_rows
+
+    export_orders = export_rows(
+        name="shop.export-orders", tenant="{org}",
+        source=lambda ctx, *, org: Order.objects.filter(org=org),
+        fields=["id", "number", "customer_email", "total"],
+        storage=lambda: storages["exports"], prefix="exports/{org}/orders", format="csv")
+
+    export_orders.enqueue(org="acme")   # -> exports/acme/orders/<run_id>/part-00000.csv, part-00001.csv ...
+
+Options (default): ``name``, ``tenant`` (required: ``NO_TENANT``, a format string or a callable
+over the input, as for ``@job``), ``source`` (required: ``callable(ctx, **input) -> QuerySet``),
+``fields`` (required: field names, lookups allowed, as ``values_list`` takes them), ``storage``
+(required: ``callable() -> Storage``), ``prefix`` (required: a format string over the input or a
+``callable(**input) -> str``), ``format`` ("csv" or "ndjson"), ``page`` (10,000 rows),
+``idempotency_key`` (None: the name and a digest of the input, so one live export per input),
+``queue``, ``retry``, ``timeout``.
+
+The source is read in keyset pages by primary key (never OFFSET), one durable step ``part:<n>`` a
+page whose stored output is the cursor, the row count and the object name — never the rows. Each
+page becomes ONE object ``<prefix>/<run_id>/part-<NNNNN>.<csv|ndjson>``, named by its page index:
+a page run twice (a crash between the write and its checkpoint) rewrites the same object with the
+same bytes, and no object ever holds more than a page, so peak memory is one page. Every CSV part
+starts with the header line; a string cell starting with ``=``, ``+``, ``-``, ``@``, TAB or CR
+gets a leading ``'`` (the formula guard: a spreadsheet would evaluate it) — strings only, so a
+negative number stays a number. An export of no rows writes one part holding only the header
+(CSV) or nothing (NDJSON). Result: ``{"pages", "rows", "prefix", "objects"}`` (``prefix`` is the
+run's: ``<prefix>/<run_id>``).
+
+Refused at declaration (``X_JOB_DECLARATION_INVALID``, ``X_JOB_TENANT_REQUIRED``); in the run,
+``X_EXPORT_SOURCE_INVALID`` (terminal) for a source that is not an unsliced QuerySet.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date, datetime, time
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.db.models import CompositePrimaryKey, QuerySet
+
+from ultimate_jobs import jsoncodec
+from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.errors import (
+    X_EXPORT_SOURCE_INVALID,
+    X_INVARIANT,
+    X_JOB_DECLARATION_INVALID,
+    X_JOB_TENANT_REQUIRED,
+    JobsError,
+    Terminal,
+)
+from ultimate_jobs.names import check_job_name
+
+__all__ = ["FORMATS", "encode_rows", "export_rows", "input_digest_key", "render_prefix", "write_object"]
+
+FORMATS = ("csv", "ndjson")
+DEFAULT_PAGE = 10_000
+MAX_PAGE = 1_000_000
+_FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def export_rows(*, name: str, tenant: Any = None, source: Callable[..., Any], fields: Sequence[str],
+                storage: Callable[[], Any], prefix: str | Callable[..., str], format: str = "csv",
+                page: int = DEFAULT_PAGE, idempotency_key: Any = None, queue: str = "default", retry: Any = None,
+                timeout: Any = None) -> AnyJobHandle:
+    """Declare an export; see the module docstring for every option, the objects and the result."""
+    name = check_job_name(name)
+    owner = f"export_rows {name!r}"
+    if tenant is None:
+        raise JobsError(X_JOB_TENANT_REQUIRED, f"{owner} has no tenant; an export reads rows someone can download.",
+                        "Pass tenant=NO_TENANT for tables without tenants, or the input's tenant.")
+    for option, value in (("source", source), ("storage", storage)):
+        if not callable(value):
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: {option}={value!r} is not callable.")
+    fields = check_fields(owner, fields)
+    check_format(owner, format)
+    check_prefix(owner, prefix)
+    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: page={page!r} is not a whole number of rows from 1 "
+                        f"to {MAX_PAGE:,}.", f"Set page={DEFAULT_PAGE}.")
+
+    def body(ctx: Any, **input: Any) -> dict[str, Any]:
+        queryset = source(ctx, **input)
+        check_source(owner, queryset)
+        run_prefix = f"{render_prefix(prefix, input)}/{ctx.run_id}"
+        target = storage()
+        pages = rows = 0
+        objects: list[str] = []
+        cursor: Any = None
+        while True:
+            index = pages
+            out = ctx.step.run(f"part:{index}", lambda: _page(queryset, fields, format, target, run_prefix,  # noqa: B023
+                                                                  index, cursor, page))
+            if out["object"] is not None:
+                objects.append(out["object"])
+                pages += 1
+            rows += out["rows"]
+            cursor = out["cursor"]
+            ctx.progress(rows, note=f"part {index}")
+            if out["rows"] < page:
+                break
+        return {"pages": pages, "rows": rows, "prefix": run_prefix, "objects": objects}
+
+    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
+    body.__qualname__ = body.__name__ = f"export_rows[{name}]"
+    body.__doc__ = f"The export {name!r}."
+    key = idempotency_key if idempotency_key is not None else input_digest_key(name)
+    handle: AnyJobHandle = job(body, name=name, idempotency_key=key, tenant=tenant, queue=queue, retry=retry,
+                               timeout=timeout)
+    return handle
+
+
+def _page(queryset: QuerySet, fields: Sequence[str], format: str, storage: Any, run_prefix: str, index: int,
+          after: Any, size: int) -> dict[str, Any]:
+    ordered = queryset.order_by("pk")
+    if after is not None:
+        ordered = ordered.filter(pk__gt=after)
+    found = list(ordered.values_list("pk", *fields)[:size])
+    if not found and index > 0:
+        return {"cursor": after, "rows": 0, "object": None}  # the previous page ended exactly at the last row
+    object_name = f"{run_prefix}/part-{index:05d}.{format}"
+    write_object(storage, object_name, encode_rows((row[1:] for row in found), fields, format))
+    last = jsoncodec.loads(jsoncodec.dumps(found[-1][0])) if found else after  # the form the step stores
+    return {"cursor": last, "rows": len(found), "object": object_name}
+
+
+def encode_rows(rows: Iterable[Sequence[Any]], fields: Sequence[str], format: str) -> bytes:
+    """One part's bytes: CSV (header first, RFC 4180 quoting, the formula guard) or NDJSON."""
+    if format == "ndjson":
+        return b"".join((jsoncodec.dumps(dict(zip(fields, row, strict=True))) + "\n").encode() for row in rows)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(fields)
+    writer.writerows([_cell(value) for value in row] for row in rows)
+    return out.getvalue().encode()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, str):
+        return "'" + value if value.startswith(_FORMULA_LEADS) else value
+    if isinstance(value, int | float):
+        return value
+    return str(value)  # Decimal, UUID and the like: their text, never guarded (not app-entered strings)
+
+
+def write_object(storage: Any, name: str, data: bytes) -> None:
+    """Write ``data`` as exactly ``name``, replacing an earlier write of it (a replayed page)."""
+    if storage.exists(name):
+        storage.delete(name)
+    saved = storage.save(name, ContentFile(data))
+    if saved != name:
+        raise Terminal(f"the storage saved {name!r} as {saved!r}; a part must keep its name so a replay "
+                       "overwrites it.", code=X_INVARIANT, fix="Use a storage that saves a name it was given as is.")
+
+
+def render_prefix(prefix: str | Callable[..., str], input: dict[str, Any]) -> str:
+    rendered = prefix(**input) if callable(prefix) else prefix.format_map(input)
+    if not isinstance(rendered, str) or not rendered.strip("/"):
+        raise Terminal(f"prefix answered {rendered!r}; it must be a non-empty path.", code=X_JOB_DECLARATION_INVALID)
+    return rendered.strip("/")
+
+
+def input_digest_key(name: str) -> Callable[..., str]:
+    """The default idempotency key: the name and a digest of the input (one live run per input)."""
+    def key(**input: Any) -> str:
+        if not input:
+            return name
+        return f"{name}:{hashlib.sha256(jsoncodec.dumps(input).encode()).hexdigest()[:32]}"
+    return key
+
+
+def check_source(owner: str, source: Any) -> None:
+    problem = None
+    if not isinstance(source, QuerySet):
+        problem = f"answered {type(source).__name__}, not a QuerySet"
+    elif source.query.is_sliced:
+        problem = "answered a sliced QuerySet (the pass pages it by primary key itself)"
+    elif isinstance(source.model._meta.pk, CompositePrimaryKey):
+        problem = f"selects {source.model.__name__}, whose primary key spans several columns"
+    if problem:
+        raise Terminal(f"{owner}: source {problem}.", code=X_EXPORT_SOURCE_INVALID)
+
+
+def check_fields(owner: str, fields: Any) -> tuple[str, ...]:
+    if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields or not all(
+            isinstance(f, str) and f for f in fields) or len(set(fields)) != len(fields):
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: fields={fields!r} is not a list of distinct field "
+                        "names.", 'Pass fields=["id", "email", ...] (what leaves the building is the app\'s choice).')
+    return tuple(fields)
+
+
+def check_format(owner: str, format: Any) -> None:
+    if format not in FORMATS:
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: format={format!r} is not one of {', '.join(FORMATS)}.",
+                        'Pass format="csv" or format="ndjson".')
+
+
+def check_prefix(owner: str, prefix: Any) -> None:
+    if not (callable(prefix) or (isinstance(prefix, str) and prefix.strip("/"))):
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: prefix={prefix!r} is neither a non-empty path nor a "
+                        "callable(**input) -> str.", 'Pass prefix="exports/{org}/orders".')
