@@ -130,4 +130,11 @@ ULTIMATE_JOBS = {
     "IDLE_POLL_MAX": "200ms",
 }
 
+# Django's Tasks framework on this project's backend (tests/contrib_tasks/): every worker of the
+# suite also claims the django_tasks job.
+TASKS = {
+    "default": {"BACKEND": "ultimate_jobs.contrib.tasks.UltimateJobsBackend",
+                "QUEUES": ["default", "emails", "queue-1"]},
+}
+
 LOGGING_CONFIG = None

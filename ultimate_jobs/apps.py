@@ -24,3 +24,14 @@ class UltimateJobsConfig(AppConfig):
         if not any(isinstance(f, RedactingFilter) for f in logger.filters):
             logger.addFilter(RedactingFilter())  # every surface is redacted, logs included
         autodiscover_modules("jobs")
+        _declare_task_job()
+
+
+def _declare_task_job() -> None:
+    """Declare the job Django tasks run as when ``TASKS`` names the backend, so every worker claims
+    them (``contrib/tasks/runner.py``; it imports no Tasks framework)."""
+    from django.conf import settings
+
+    backends = getattr(settings, "TASKS", None) or {}
+    if any(str(b.get("BACKEND", "")).startswith("ultimate_jobs.contrib.tasks") for b in backends.values()):
+        from ultimate_jobs.contrib.tasks import runner  # noqa: F401  (declares the django_tasks job)

@@ -284,6 +284,16 @@ X_JOB_ROLLUP_INVALID = register(
 X_JOB_REFRESH_VIEW_INVALID = register(
     "X_JOB_REFRESH_VIEW_INVALID", "Name a PostgreSQL materialized view (with a unique index when concurrently=True)."
 )
+X_TASKS_UNAVAILABLE = register(
+    "X_TASKS_UNAVAILABLE", "Install the backport on Django 5.2 (`pip install ultimate-jobs[tasks]`), or use Django 6."
+)
+X_TASK_CONTEXT_INVALID = register(
+    "X_TASK_CONTEXT_INVALID", "Call job_context(context) inside a running task, with the TaskContext it was given."
+)
+X_TASK_RETRY = register(
+    "X_TASK_RETRY", "Nothing to fix: the task failed and runs again after its retry policy's delay."
+)
+
 X_SUBJECT_TREATMENT_INVALID = register(
     "X_SUBJECT_TREATMENT_INVALID", 'State "delete", {"anonymize": {field: value}} (existing fields; None only '
     'for nullable ones) or {"retain": "<why>"} for each reached model.'

@@ -1,0 +1,27 @@
+"""Internal: what the backend and the worker agree on about a task — the job name every Django
+task runs as, how a task is found by module path, and which retry policy it runs under."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from ultimate_jobs.retry import Retry
+
+TASK_JOB = "django_tasks"
+RETRY_ATTRIBUTE = "_ultimate_jobs_retry"
+NO_RETRY = Retry(attempts=1)
+
+
+def load_task(path: str) -> Any:
+    """The ``Task`` a module path names (the decorated function's module binding)."""
+    return import_string(path)
+
+
+def retry_for(task: Any, backend: Any) -> Retry:
+    """The policy of ``task``: its own ``retry(...)``, else the backend's ``OPTIONS["retry"]``, else none."""
+    own = getattr(task.func, RETRY_ATTRIBUTE, None)
+    if own is not None:
+        return own  # type: ignore[no-any-return]
+    return getattr(backend, "retry", None) or NO_RETRY

@@ -1,0 +1,132 @@
+"""Internal: a job row read back as the framework's ``TaskResult``.
+
+Status: READY for ready, delayed, staged and suspended rows (waiting to run); RUNNING while
+claimed; SUCCESSFUL for done; FAILED for failed, dead and cancelled. ``errors`` and
+``worker_ids`` come from the job's per-attempt history (``Job.attempts``): one error per failed
+attempt (its class path from the traceback's last line, ``ExcClass: message``), one worker id per
+attempt. ``started_at`` is the first attempt's start, ``last_attempted_at`` the latest's.
+This is the owner's read path, not an operator surface: arguments and return value are exact.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.contrib.tasks.declared import TASK_JOB, load_task
+from ultimate_jobs.contrib.tasks.framework import (
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+)
+from ultimate_jobs.models import Job, OutboxEntry
+
+STATUS = {
+    "ready": TaskResultStatus.READY, "delayed": TaskResultStatus.READY, "staged": TaskResultStatus.READY,
+    "suspended": TaskResultStatus.READY, "running": TaskResultStatus.RUNNING, "done": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED, "dead": TaskResultStatus.FAILED, "cancelled": TaskResultStatus.FAILED,
+}
+# What a lapsed lease (the worker died) is recorded as: an importable exception class.
+LAPSED_CLASS = "ultimate_jobs.errors.JobsError"
+_FIELDS = ("id", "name", "queue", "state", "payload", "result", "attempt", "claimed_by", "attempts", "run_at",
+           "created_at", "started_at", "finished_at")
+
+
+def read(result_id: str, *, database: str) -> TaskResult:
+    """The ``TaskResult`` of ``result_id``; ``TaskResultDoesNotExist`` for an id that is no Django task's."""
+    try:
+        key = UUID(str(result_id))
+    except ValueError:
+        raise TaskResultDoesNotExist(result_id) from None
+    row = Job.objects.using(database).filter(id=key, name=TASK_JOB).values(*_FIELDS).first()
+    if row is None:
+        staged = (OutboxEntry.objects.using(database).filter(id=key, name=TASK_JOB, published_at__isnull=True)
+                  .values("id", "queue", "payload", "run_at", "staged_at").first())
+        if staged is None:
+            raise TaskResultDoesNotExist(result_id)
+        row = {**staged, "state": "staged", "result": None, "attempt": 0, "claimed_by": None, "attempts": [],
+               "created_at": staged["staged_at"], "started_at": None, "finished_at": None}
+    return from_row(row)
+
+
+def from_row(row: dict[str, Any]) -> TaskResult:
+    payload = row["payload"]
+    if isinstance(payload, str):
+        payload = json.loads(payload)
+    history = list(row["attempts"] or [])
+    status = STATUS[row["state"]]
+    workers = [str(entry.get("worker") or "") for entry in history]
+    if status == TaskResultStatus.RUNNING and row["attempt"] > len(history) and row["claimed_by"]:
+        workers.append(row["claimed_by"])
+    starts = [_when(entry.get("started_at")) for entry in history]
+    result = TaskResult(
+        task=_task(payload, row), id=str(row["id"]), status=status, enqueued_at=row["created_at"],
+        started_at=row["started_at"], finished_at=row["finished_at"],
+        last_attempted_at=next((s for s in reversed(starts) if s is not None), row["started_at"]),
+        args=payload["args"], kwargs=payload["kwargs"], backend=payload["backend"],
+        errors=[_error(entry) for entry in history if entry.get("outcome") != "done"], worker_ids=workers)
+    if status == TaskResultStatus.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", row["result"])
+    return result
+
+
+def running(ctx: JobContext, task: Any, *, args: list[Any], kwargs: dict[str, Any], backend: str,
+            priority: int) -> TaskResult:
+    """The ``TaskResult`` a running attempt hands its signals and ``TaskContext``: the row's history
+    so far, this attempt's worker last."""
+    from django.utils import timezone
+
+    row = Job.objects.using(get_settings().DATABASE).filter(id=ctx.job_id).values(*_FIELDS).first() or {}
+    history = list(row.get("attempts") or [])
+    now = timezone.now()
+    result = TaskResult(
+        task=task.using(priority=priority, queue_name=ctx.queue), id=str(ctx.job_id),
+        status=TaskResultStatus.RUNNING, enqueued_at=row.get("created_at"), started_at=row.get("started_at") or now,
+        finished_at=None, last_attempted_at=now, args=args, kwargs=kwargs, backend=backend,
+        errors=[_error(entry) for entry in history if entry.get("outcome") != "done"],
+        worker_ids=[*(str(entry.get("worker") or "") for entry in history), row.get("claimed_by") or ""])
+    return result
+
+
+def finished(result: TaskResult, status: Any, value: Any) -> None:
+    """Mark ``result`` (a running one) finished, for ``task_finished``."""
+    from django.utils import timezone
+
+    object.__setattr__(result, "status", status)
+    object.__setattr__(result, "finished_at", timezone.now())
+    object.__setattr__(result, "_return_value", value)
+
+
+def _task(payload: dict[str, Any], row: dict[str, Any]) -> Any:
+    task = load_task(payload["task"])
+    run_after = payload.get("run_after")
+    return task.using(priority=payload.get("priority", 0), queue_name=row["queue"],
+                      run_after=_when(run_after) if run_after else None, backend=payload["backend"])
+
+
+def _error(entry: dict[str, Any]) -> TaskError:
+    text = entry.get("error") or ""
+    if entry.get("error_code") == "X_LEASE_LAPSED":
+        return TaskError(exception_class_path=LAPSED_CLASS, traceback=text)
+    return TaskError(exception_class_path=class_path(text), traceback=text)
+
+
+def class_path(text: str) -> str:
+    """The exception class a stored traceback ends with (``ExcClass: message``), as a module path."""
+    lines = [line for line in text.strip().splitlines() if line and not line.startswith(" ")]
+    last = lines[-1] if lines else ""
+    name = last.split(":", 1)[0].strip()
+    if not name or " " in name:
+        return "builtins.Exception"
+    return name if "." in name else f"builtins.{name}"
+
+
+def _when(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
