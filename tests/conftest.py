@@ -150,6 +150,8 @@ def worker_process(transactional_db: None) -> Iterator[Callable[..., WorkerProce
     def start(*args: str, env: dict[str, str] | None = None, command: str = "jobs_worker") -> WorkerProcess:
         full_env = {**os.environ, "JOBS_TEST_DB": BACKEND, "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
                     "PYTHONPATH": str(ROOT), **(env or {})}
+        if full_env.get("ULTIMATE_JOBS_FAULTS"):  # a crash test's spec arms only with the second switch
+            full_env.setdefault("ULTIMATE_JOBS_FAULTS_ARMED", "1")
         proc = WorkerProcess(list(args), full_env, command)
         started.append(proc)
         return proc

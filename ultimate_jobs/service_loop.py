@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, Protocol
 
+from ultimate_jobs import faults
+
 BACKOFF_FLOOR = 0.05  # seconds after the first failed pass, doubling per failure in a row
 BACKOFF_CAP = 5.0
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -69,6 +71,8 @@ class ServiceLoop:
         self.stopping = threading.Event()
         self._on_signal = on_signal
         self._on_second_signal = on_second_signal
+        # The crash tests' fault spec is read as a service starts, so a bad one stops it before any claim.
+        faults.load()
 
     def wake(self) -> None:
         """Cut the current wait short: the next pass runs now."""

@@ -41,6 +41,7 @@ def start(transactional_db: None) -> Iterator[Callable[..., SchedulerProcess]]:
         env.pop("ULTIMATE_JOBS_FAULTS", None)
         if faults:
             env["ULTIMATE_JOBS_FAULTS"] = faults
+            env["ULTIMATE_JOBS_FAULTS_ARMED"] = "1"
         proc = SchedulerProcess(list(args), env, command=command)
         started.append(proc)
         return proc

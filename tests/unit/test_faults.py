@@ -24,10 +24,11 @@ def test_an_armed_point_raises_on_its_nth_hit_only() -> None:
 
 
 def test_unknown_points_and_actions_are_refused() -> None:
-    for spec in ["no_such_point=kill", "before_ack=explode", "before_ack=raise@0"]:
+    for spec in ["no_such_point=kill", "before_ack=explode", "before_ack=raise@0", "before_ack=sleep:nan",
+                 "before_ack=sleep:inf", "before_ack=sleep:-1"]:
         with pytest.raises(JobsError) as err:
             faults.arm(spec)
-        assert err.value.code == "X_CONFIG_INVALID"
+        assert err.value.code == "X_FAULTS_INVALID"
 
 
 def test_armed_takes_a_callable_for_in_process_tests() -> None:
