@@ -26,7 +26,8 @@ def test_a_bad_spec_stops_a_real_worker_before_it_claims_anything(worker_process
 
 def test_a_spec_without_the_second_switch_arms_nothing(worker_process) -> None:
     planted = jobs.noop.enqueue(key="fault-unarmed")
-    proc = worker_process("--burst", env={"ULTIMATE_JOBS_FAULTS": "after_claim=kill", "ULTIMATE_JOBS_FAULTS_ARMED": ""})
+    proc = worker_process("--burst", env={"ULTIMATE_JOBS_FAULTS": "after_claim=kill",
+                                          "ULTIMATE_JOBS_FAULTS_ARMED": ""})
     assert proc.wait(60) == 0
     assert "jobs.fault.ignored" in proc.output() and "jobs.fault.struck" not in proc.output()
     assert Job.objects.get(id=planted.id).state == "done"
@@ -34,7 +35,8 @@ def test_a_spec_without_the_second_switch_arms_nothing(worker_process) -> None:
 
 def test_an_armed_spec_is_announced_and_strikes(worker_process) -> None:
     planted = jobs.noop.enqueue(key="fault-armed")
-    proc = worker_process("--burst", env={"ULTIMATE_JOBS_FAULTS": "after_claim=kill", "ULTIMATE_JOBS_FAULTS_ARMED": "1"})
+    proc = worker_process("--burst", env={"ULTIMATE_JOBS_FAULTS": "after_claim=kill",
+                                          "ULTIMATE_JOBS_FAULTS_ARMED": "1"})
     assert proc.wait(60) == -9  # SIGKILL, as the spec asked
     assert "jobs.fault.armed points=after_claim" in proc.output()
     assert Job.objects.get(id=planted.id).state == "running"  # stranded until its lease lapses
