@@ -1,0 +1,113 @@
+"""What UltimateJobsBackend does that django-tasks-db's DatabaseBackend does not: the outbox,
+retries with backoff, durable steps through job_context, idempotency keys, redacted operator views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.test import override_settings
+
+from tests.contrib_tasks import tasks
+from tests.contrib_tasks.conftest import drain
+from ultimate_jobs import Retry, ops
+from ultimate_jobs.contrib.tasks import UltimateJobsBackend, job_context
+from ultimate_jobs.contrib.tasks.framework import TaskResultStatus, task_backends
+from ultimate_jobs.errors import X_TASK_CONTEXT_INVALID, JobsError
+from ultimate_jobs.models import Job, OutboxEntry
+from ultimate_jobs.outbox import Relay
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_an_enqueue_inside_a_rolled_back_transaction_never_existed() -> None:
+    with pytest.raises(RuntimeError), transaction.atomic():
+        result = tasks.record.enqueue("rolled back")
+        assert result.status == TaskResultStatus.READY
+        raise RuntimeError("the view failed")
+    assert not Job.objects.exists() and not OutboxEntry.objects.exists()
+    drain()
+    assert tasks.CALLS == []
+
+
+def test_an_enqueue_inside_a_committed_transaction_is_staged_then_published_and_run() -> None:
+    with transaction.atomic():
+        result = tasks.record.enqueue("committed")
+        assert not Job.objects.filter(id=result.id).exists()  # staged in the outbox, not yet a job
+    assert task_backends["default"].get_result(result.id).status == TaskResultStatus.READY
+    assert Relay(relay_id="r-tasks").run_once() == 1
+    drain()
+    result.refresh()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, "committed")
+    assert tasks.CALLS == [("record", "committed")]
+
+
+def test_a_task_retry_policy_retries_with_one_error_and_one_worker_id_per_attempt() -> None:
+    result = tasks.flaky.enqueue(2, "twice")
+    assert Job.objects.get(id=result.id).max_attempts == 3
+    drain(worker_id="w-retry")
+    result.refresh()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, "finally")
+    assert [e.exception_class_path for e in result.errors] == ["builtins.RuntimeError"] * 2
+    assert all(e.traceback.strip().endswith("RuntimeError: flaky twice failing") for e in result.errors)
+    assert result.worker_ids == ["w-retry"] * 3 and result.attempts == 3
+    assert result.started_at < result.last_attempted_at
+
+
+def test_a_retry_policy_that_runs_out_fails_the_task() -> None:
+    result = tasks.flaky.enqueue(5, "always")
+    drain()
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and len(result.errors) == 3
+    assert [kind for kind, _ in tasks.CALLS] == ["flaky"] * 3
+
+
+def test_the_backends_retry_option_applies_to_every_task_without_its_own() -> None:
+    backend = UltimateJobsBackend("default", {"QUEUES": ["default"], "OPTIONS": {"retry": Retry(attempts=4)}})
+    result = backend.enqueue(tasks.record, ["opt-in"], {})
+    assert Job.objects.get(id=result.id).max_attempts == 4
+    assert Job.objects.get(id=tasks.record.enqueue("default").id).max_attempts == 1  # none by default
+
+
+def test_job_context_gives_durable_steps_a_retry_replays_instead_of_running_again() -> None:
+    result = tasks.durable.enqueue("order-7")
+    drain()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == {"charged": "charge-order-7", "attempt": 2, "job_id": result.id}
+    assert tasks.STEP_CALLS == ["order-7"]  # the charge ran once across both attempts
+    assert [s["name"] for s in ops.get_job(result.id)["steps"]] == ["charge"]
+
+
+def test_job_context_refuses_a_context_that_is_not_the_running_tasks() -> None:
+    with pytest.raises(JobsError) as caught:
+        job_context(object())
+    assert caught.value.code == X_TASK_CONTEXT_INVALID
+
+
+def idempotency_key(task: Any, args: list[Any], kwargs: dict[str, Any]) -> str:
+    return f"{task.name}:{args[0]}"
+
+
+@override_settings(TASKS={"default": {"BACKEND": "ultimate_jobs.contrib.tasks.UltimateJobsBackend",
+                                      "QUEUES": ["default", "emails", "queue-1"],
+                                      "OPTIONS": {"key": "tests.contrib_tasks.test_beyond.idempotency_key"}}})
+def test_the_key_option_deduplicates_a_live_task() -> None:
+    first = tasks.record.enqueue("same")
+    second = tasks.record.enqueue("same")
+    other = tasks.record.enqueue("other")
+    assert first.id == second.id != other.id
+    assert Job.objects.count() == 2
+
+
+def test_operators_see_the_task_as_a_job_with_its_secrets_redacted(admin_client: Any) -> None:
+    result = tasks.send_email.enqueue("ada@example.com", password="hunter2-secret")
+    shown = ops.get_job(result.id)
+    assert shown["name"] == "django_tasks" and shown["queue"] == "emails"
+    assert shown["payload"]["task"] == "tests.contrib_tasks.tasks.send_email"
+    assert shown["payload"]["kwargs"]["password"] != "hunter2-secret"
+    assert "hunter2-secret" not in str(shown)
+    page = admin_client.get(f"/admin/ultimate_jobs/job/{result.id}/change/").content.decode()
+    assert "send_email" in page and "hunter2-secret" not in page
+    assert task_backends["default"].get_result(result.id).kwargs["password"] == "hunter2-secret"  # the owner's view
