@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.process.conftest import started_worker  # noqa: F401  (the fixture)
 from tests.webhooks.server import Receiver, receiver  # noqa: F401  (the fixture)
 from ultimate_jobs import NO_TENANT, Retry, webhook
 from ultimate_jobs.declaration import _unregister
