@@ -35,6 +35,7 @@ X_CONFIG_INVALID = register(
 )
 X_INVARIANT = register("X_INVARIANT", "This is a bug in the caller or in ultimate_jobs; report it with the cause.")
 X_ID_INVALID = register("X_ID_INVALID", "Pass a lowercase UUID string or a uuid.UUID.")
+X_ID_AMBIGUOUS = register("X_ID_AMBIGUOUS", "Type more characters of the id (the cause lists the jobs it matches).")
 X_IDEMPOTENCY_REQUIRED = register(
     "X_IDEMPOTENCY_REQUIRED",
     'Give @job an idempotency_key: a format string over the input such as "invoice:{invoice_id}", '

@@ -101,7 +101,7 @@ def test_stats_pause_resume_workers_tasks() -> None:
     assert cli_json("resume", "payments")["was_paused"] is True
     code, out, _ = cli("stats")
     assert code == 0 and "payments" in out
-    assert cli_json("workers") == []
+    assert cli_json("workers") == {"workers": []}
     assert cli_json("tasks") == {"tasks": ops.scheduled_tasks()}
 
 

@@ -14,43 +14,11 @@ from typing import Any
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ultimate_jobs import clock
+from ultimate_jobs.ops.lookup import short_form
+from ultimate_jobs.ops.when import EMPTY, instant, relative_text, utc_text
 
-SHORT_ID = 8
-EMPTY = "\u2013"  # the en dash every empty field shows
-
-
-def instant(value: datetime | str | None) -> datetime | None:
-    """A datetime from a datetime or an ISO 8601 string (``ops`` answers strings)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def utc_text(value: datetime | str | None) -> str:
-    """``2026-12-01 12:52:03 UTC``, or the en dash."""
-    moment = instant(value)
-    return EMPTY if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def relative_text(value: datetime | str | None, now: datetime | None = None) -> str:
-    """``3 min ago`` / ``in 20 s`` / ``just now``, or the en dash."""
-    moment = instant(value)
-    if moment is None:
-        return EMPTY
-    seconds = ((now or clock.now()) - moment).total_seconds()
-    future, span = seconds < 0, abs(seconds)
-    if span < 1:
-        return "just now"
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if span >= size:
-            amount = f"{int(span // size)} {unit}"
-            break
-    else:
-        amount = f"{int(span)} s"
-    return f"in {amount}" if future else f"{amount} ago"
+__all__ = ["EMPTY", "badge", "error_is_current", "headline", "instant", "relative_text", "short_id", "utc_text",
+           "when"]
 
 
 def when(value: datetime | str | None) -> SafeString:
@@ -64,9 +32,11 @@ def when(value: datetime | str | None) -> SafeString:
 
 
 def short_id(value: Any) -> SafeString:
-    """The first 8 characters in monospace, the whole id on hover."""
+    """The short form (``01a23171…3bc2``, ``ops.short_form``) in monospace, the whole id on hover.
+    Not the first 8 characters alone: a UUIDv7 starts with its timestamp, so those are the same
+    for every job made in the same ~65 s."""
     text = str(value)
-    return format_html('<code class="uj-id" title="{}">{}</code>', text, text[:SHORT_ID])
+    return format_html('<code class="uj-id" title="{}">{}</code>', text, short_form(text))
 
 
 def badge(state: str) -> SafeString:

@@ -83,7 +83,8 @@ class JobAdmin(admin.ModelAdmin):
     list_display_links = ("job_id",)
     list_filter = ("state", QueueFilter, NameFilter)
     search_fields = ("idempotency_key",)
-    search_help_text = "An id or its first characters, an idempotency key (exact or its start), or a tenant id."
+    search_help_text = ("An id, its first characters or its short form (01a23171…3bc2), an idempotency key (exact "
+                        "or its start), or a tenant id.")
     date_hierarchy = "created_at"
     ordering = ("-id",)
     list_per_page = 50
@@ -113,6 +114,11 @@ class JobAdmin(admin.ModelAdmin):
         if is_id_prefix(term):
             low, high = id_prefix_range(term)
             match |= Q(id__gte=low, id__lte=high)
+        elif "\u2026" in term or "..." in term:  # the short form the list shows: 01a23171…3bc2
+            try:
+                match |= Q(id__in=ops.matching_job_ids(term, limit=ops.MAX_PAGE))
+            except JobsError:
+                pass  # not an id after all: the key and tenant matches stand
         return queryset.filter(match), False
 
     @admin.display(description="id", ordering="id")

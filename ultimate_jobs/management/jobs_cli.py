@@ -77,7 +77,7 @@ class JobsCLI:
         return self._answer(page, human)
 
     def do_show(self, *, id: str) -> int:
-        job = ops.get_job(id)
+        job = ops.get_job(ops.resolve_job_id(id))
 
         def human() -> None:
             fields = [{"field": k, "value": v} for k, v in job.items() if k not in ("steps", "last_error", "payload",
@@ -97,7 +97,7 @@ class JobsCLI:
         if id is not None:
             if filters:
                 raise JobsError(X_JOB_INPUT_INVALID, "Give one job id or filters (--state/--queue/...), not both.")
-            job = one(id, by=self.by, **extra)
+            job = one(ops.resolve_job_id(id), by=self.by, **extra)
             return self._answer(job, lambda: self.console.print(
                 f"{job['id']}: {job.get('state', 'removed' if job.get('removed') else '?')}"))
         if extra.get("from_step"):
@@ -135,14 +135,15 @@ class JobsCLI:
         return self._one_or_many("rm", ops.remove_job, ops.remove_many, id, filters, all, yes)
 
     def do_cancel(self, *, id: str, reason: str | None) -> int:
-        job = ops.cancel_job(id, reason=reason, by=self.by)
+        job = ops.cancel_job(ops.resolve_job_id(id), reason=reason, by=self.by)
         return self._answer(job, lambda: self.console.print(
             f"{job['id']}: cancelled" + (" (a running job stops at its next heartbeat)" if job["started_at"] else "")))
 
     def do_stats(self, *, since: float) -> int:
         stats = ops.queue_stats()
         outcomes = ops.counters(since=clock.now() - timedelta(seconds=since))
-        data = {"queues": stats, "paused": ops.paused_queues(), "outcomes": outcomes}
+        # "overview": every number the admin's overview page shows (ops.overview), charts' series included.
+        data = {"queues": stats, "paused": ops.paused_queues(), "outcomes": outcomes, "overview": ops.overview()}
 
         def human() -> None:
             self._table(stats, ("queue", "ready", "delayed", "running", "suspended", "failed", "dead", "done",
@@ -169,12 +170,13 @@ class JobsCLI:
             except ValueError:
                 raise JobsError(X_JOB_INPUT_INVALID, f"--output {output!r} is not JSON.",
                                 'Quote a JSON value, e.g. --output \'{"charge_id": "ch_1"}\'.') from None
+        id = ops.resolve_job_id(id)
         answer = ops.resolve_step(id, step, by=self.by, **kwargs)
         return self._answer(answer, lambda: self.console.print(f"{id}: step {step!r} resolved (ran={ran})"))
 
     def do_workers(self) -> int:
-        rows = ops.workers()
-        return self._answer(rows, lambda: self._table(
+        rows = ops.workers()  # --json: an object like every other subcommand's, the list under "workers"
+        return self._answer({"workers": rows}, lambda: self._table(
             rows, ("id", "host", "pid", "queues", "slots", "in_flight_count", "started_at", "last_heartbeat_at"),
             empty="no live workers"))
 
@@ -186,6 +188,15 @@ class JobsCLI:
         tasks = ops.scheduled_tasks()
         return self._answer({"tasks": tasks}, lambda: self._table(
             tasks, ("task", "next_run", "last_fire", "paused"), empty="no scheduled tasks"))
+
+    def do_top(self, *, interval: float, iterations: int) -> int:
+        """The overview, redrawn every ``interval`` seconds (``management.top``); ``--json``: one
+        ``ops.overview()`` document, then exit."""
+        from ultimate_jobs.management.top import Top
+
+        if self.json:
+            return self._answer(ops.overview(), lambda: None)
+        return Top(self.stdout, interval=interval, iterations=iterations or None).run()
 
     def do_doctor(self) -> int:
         report = ops.doctor()

@@ -57,6 +57,7 @@ from ultimate_jobs.ops.actions import (
 from ultimate_jobs.ops.counters import counter_totals, counters
 from ultimate_jobs.ops.doctor import doctor
 from ultimate_jobs.ops.jobs import MAX_PAGE, get_job, list_jobs
+from ultimate_jobs.ops.lookup import matching_job_ids, resolve_job_id, short_form
 from ultimate_jobs.ops.overview import Overview, overview
 from ultimate_jobs.ops.queues import (
     backfill_runs,
@@ -99,5 +100,5 @@ __all__ = [
     "next_task_run", "pause_queue", "pause_task", "paused_queues", "paused_tasks", "pending_backfills", "promote_job",
     "promote_many", "queue_stats", "remove_job", "remove_many", "requeue_many", "resolve_step", "resume_queue",
     "resume_task", "retry_job", "scheduled_tasks", "task_fires", "workers",
-    "Overview", "overview",
+    "Overview", "matching_job_ids", "overview", "resolve_job_id", "short_form",
 ]

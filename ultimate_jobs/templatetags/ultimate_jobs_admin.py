@@ -1,6 +1,6 @@
 """Internal: the admin templates' tags — ``{% uj_overview %}`` (the overview on the app's landing
-page) and the ``uj_when`` / ``uj_badge`` filters (a relative time with the UTC instant on hover;
-a state badge). Load with ``{% load ultimate_jobs_admin %}``."""
+page) and the ``uj_when`` / ``uj_badge`` / ``uj_short_id`` filters (a relative time with the UTC
+instant on hover; a state badge; an id's short form with the whole id on hover). Load with ``{% load ultimate_jobs_admin %}``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django import template
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from ultimate_jobs.admin.display import badge, when
+from ultimate_jobs.admin.display import badge, short_id, when
 from ultimate_jobs.admin.overview import overview_context
 
 register = template.Library()
@@ -32,3 +32,8 @@ def uj_when(value: Any) -> SafeString:
 @register.filter
 def uj_badge(value: Any) -> SafeString:
     return badge(str(value))
+
+
+@register.filter
+def uj_short_id(value: Any) -> SafeString:
+    return short_id(value)

@@ -1,7 +1,8 @@
 """``python manage.py jobs <subcommand> [--json]``: operate the queue from a terminal.
 
 Subcommands: ``ls``, ``show``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
-``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``; ``--json`` on every one.
+``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``, ``top``; ``--json`` on every one.
+An id argument takes a whole id, its first characters or the short form ``01a23171…3bc2``.
 Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback), 2 a
 usage error, 3 ``doctor`` found offending rows or skipped a check, 4 a bulk ``retry``/``promote``/
 ``rm`` without ``--yes`` (it printed the count it would touch and changed nothing). Writes are
@@ -27,6 +28,13 @@ from ultimate_jobs.models.jobs import STATES
 def _duration(text: str) -> float:
     try:
         return to_seconds(text, subject="--since")
+    except JobsError as err:
+        raise argparse.ArgumentTypeError(err.cause) from None
+
+
+def _interval(text: str) -> float:
+    try:
+        return to_seconds(text, subject="--interval")
     except JobsError as err:
         raise argparse.ArgumentTypeError(err.cause) from None
 
@@ -104,6 +112,9 @@ class Command(BaseCommand):
         toggle.add_argument("--pause", metavar="TASK", help="Pause this task first.")
         toggle.add_argument("--resume", metavar="TASK", help="Resume this task first.")
         sub("doctor", "Check the queue's invariants; exit 3 with the offending ids when one fails.")
+        top = sub("top", "A live table of queues, workers, tasks due and dead jobs, redrawn until Ctrl-C.")
+        top.add_argument("--interval", type=_interval, default=2.0, help="Seconds between redraws (2s).")
+        top.add_argument("--iterations", type=_limit, default=0, help="Stop after this many frames (0: never).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         command = options.pop("subcommand")
