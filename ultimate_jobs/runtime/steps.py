@@ -51,6 +51,10 @@ Step boundaries are fault points (``ultimate_jobs.faults``): ``before_step_body`
 step's ``started`` is stored, ``fn`` not yet called), ``after_step_body_before_checkpoint`` (``fn``
 returned; an ``atomic`` step's writes are not committed yet), ``after_checkpoint_commit``.
 
+Tracing: each step the attempt executes opens an OpenTelemetry span ``step <name>`` under the job's
+span (``ultimate_jobs.tracing``); a step replayed from storage opens none. A ``sensitive=True``
+job's step errors are stored and logged without their messages.
+
 Logged events: ``jobs.step.failed`` (info), ``jobs.step.lost`` (warning: fenced out),
 ``jobs.step.write-failed`` (warning: a failure could not be recorded).
 """
@@ -85,6 +89,7 @@ from ultimate_jobs.errors import (
 )
 from ultimate_jobs.events import check_event_name
 from ultimate_jobs.runtime.failures import format_error
+from ultimate_jobs.tracing import record_error, step_span
 
 if TYPE_CHECKING:
     from ultimate_jobs.context import CancelToken
@@ -400,7 +405,16 @@ class Steps:
         return text
 
     def _execute(self, name: str, seq: int, fn: Callable[[], Any], *, once: bool, atomic: bool) -> str:
-        """Call ``fn`` and checkpoint its output (in one transaction when ``atomic``)."""
+        """Call ``fn`` and checkpoint its output (in one transaction when ``atomic``), inside the
+        step's span: only an executed step opens one (a replayed step ran in an earlier attempt)."""
+        with step_span(name) as span:
+            try:
+                return self._checkpointed(name, seq, fn, once=once, atomic=atomic)
+            except Exception as error:
+                record_error(span, error, sensitive=self.handle.sensitive)
+                raise
+
+    def _checkpointed(self, name: str, seq: int, fn: Callable[[], Any], *, once: bool, atomic: bool) -> str:
         _boundary("before_step_body", name)
         failure: list[Exception] = []
         if self.handle.step_timeout is not None:
@@ -439,13 +453,14 @@ class Steps:
 
     def _record_failure(self, name: str, seq: int, error: Exception, *, count: bool) -> None:
         log.info("jobs.step.failed job_id=%s name=%s step=%s error=%r", self.claimed.id, self.claimed.name, name,
-                 error)
+                 type(error).__name__ if self.handle.sensitive else error)
         if self.token.is_set() and self.token.reason != X_DRAINING:
             return  # a cancelled run writes nothing, not even its failure
         try:
             verdict = self.store.step_fail(job_id=self.claimed.id, claim=self.claimed.claim,
-                                           run_id=self.claimed.run_id, name=name, seq=seq, error=format_error(error),
-                                           count=count, now=clock.sql_now())
+                                           run_id=self.claimed.run_id, name=name, seq=seq,
+                                           error=format_error(error, sensitive=self.handle.sensitive), count=count,
+                                           now=clock.sql_now())
         except DatabaseError as exc:  # the body's own error matters more; the next attempt re-runs the step
             log.warning("jobs.step.write-failed job_id=%s step=%s error=%r", self.claimed.id, name, exc)
             return
