@@ -14,7 +14,7 @@ from tests.contrib_tasks.conftest import drain
 from ultimate_jobs import Retry, ops
 from ultimate_jobs.contrib.tasks import UltimateJobsBackend, job_context
 from ultimate_jobs.contrib.tasks.framework import TaskResultStatus, task_backends
-from ultimate_jobs.errors import X_TASK_CONTEXT_INVALID, JobsError
+from ultimate_jobs.errors import X_TASK_CONTEXT_INVALID, X_TASK_RETRY, X_TASKS_UNAVAILABLE, JobsError
 from ultimate_jobs.models import Job, OutboxEntry
 from ultimate_jobs.outbox import Relay
 
@@ -53,6 +53,8 @@ def test_a_task_retry_policy_retries_with_one_error_and_one_worker_id_per_attemp
     assert all(e.traceback.strip().endswith("RuntimeError: flaky twice failing") for e in result.errors)
     assert result.worker_ids == ["w-retry"] * 3 and result.attempts == 3
     assert result.started_at < result.last_attempted_at
+    history = Job.objects.get(id=result.id).attempts
+    assert [e["error_code"] for e in history] == [X_TASK_RETRY, X_TASK_RETRY, None]
 
 
 def test_a_retry_policy_that_runs_out_fails_the_task() -> None:
@@ -111,3 +113,15 @@ def test_operators_see_the_task_as_a_job_with_its_secrets_redacted(admin_client:
     page = admin_client.get(f"/admin/ultimate_jobs/job/{result.id}/change/").content.decode()
     assert "send_email" in page and "hunter2-secret" not in page
     assert task_backends["default"].get_result(result.id).kwargs["password"] == "hunter2-secret"  # the owner's view
+
+
+def test_without_any_tasks_framework_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "django.tasks", None)  # neither Django 6's framework...
+    monkeypatch.setitem(sys.modules, "django_tasks", None)  # ...nor the backport imports
+    monkeypatch.delitem(sys.modules, "ultimate_jobs.contrib.tasks.framework")
+    with pytest.raises(JobsError) as caught:
+        importlib.import_module("ultimate_jobs.contrib.tasks.framework")
+    assert caught.value.code == X_TASKS_UNAVAILABLE and "ultimate-jobs[tasks]" in caught.value.fix
