@@ -76,8 +76,8 @@ def test_each_executed_step_opens_a_child_span_and_a_replayed_one_does_not(decla
 
         return ctx.step.run("charge", charge)
 
-    trace = run_job(traced_steps, k="x")
-    assert (trace.state, trace.result, trace.attempt) == ("done", 42, 2)
+    run = run_job(traced_steps, k="x")
+    assert (run.state, run.result, run.attempt) == ("done", 42, 2)
     finished = spans.get_finished_spans()
     jobs_by_attempt = {s.attributes["job.attempt"]: s for s in finished if s.name == "job tests.traced_steps"}
     steps = [(s.name, s.parent.span_id) for s in finished if s.name.startswith("step ")]
