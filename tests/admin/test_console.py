@@ -46,7 +46,7 @@ def test_a_view_only_user_cannot_recover_a_redacted_secret_by_guessing(viewer_cl
     hit, miss = viewer_client.get(CHANGELIST, right), viewer_client.get(CHANGELIST, wrong)
     # Refused both ways, identically: the answer says nothing about the guess.
     assert hit.status_code == miss.status_code == 400
-    assert str(planted.id)[:8] not in hit.content.decode()
+    assert ops.short_form(str(planted.id)) not in hit.content.decode()
     # The changelist's own filters still work.
     listing = viewer_client.get(CHANGELIST, {"state__exact": "dead", "tenant_id": planted.tenant_id or ""})
     assert listing.status_code == 200
@@ -62,7 +62,7 @@ def test_bulk_actions_confirm_first_and_record_who_acted(admin_client_) -> None:
     confirm = admin_client_.post(CHANGELIST, {"action": "delete_jobs", "_selected_action": ids})
     html = confirm.content.decode()
     assert confirm.status_code == 200 and 'id="uj-confirm-yes"' in html
-    assert all(i[:8] in html for i in ids) and "cannot be undone" in html
+    assert all(ops.short_form(i) in html for i in ids) and "cannot be undone" in html
     assert Job.objects.filter(id__in=ids).count() == 3  # nothing happened yet
     assert LogEntry.objects.count() == 0
     admin_client_.post(CHANGELIST, {"action": "delete_jobs", "_selected_action": ids[:2], "confirmed": "yes"})
@@ -147,7 +147,7 @@ def test_breadcrumbs_name_the_page_and_times_are_utc_with_the_instant_on_hover(a
     finished = job.finished_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f'title="{finished}"' in html
     listing = admin_client_.get(CHANGELIST).content.decode()
-    assert f'title="{job.id}">{str(job.id)[:8]}</code>' in listing  # short id, the whole one on hover
+    assert f'title="{job.id}">{ops.short_form(str(job.id))}</code>' in listing  # short id, the whole one on hover
     assert f"{CHANGELIST}{job.id}/change/" in listing  # and in the link
 
 
