@@ -2,8 +2,10 @@
 
 The stream of key ``k`` is the numbers ``1..TEST_CONSUMER_ITEMS``; the app's tables are
 ``Effect`` rows: ``item:<key>:<n>`` once per handled item, ``cursor:<key>`` holding the cursor
-in ``attempt``. ``TEST_CONSUMER_PAUSE`` seconds are spent in each ``handle`` (inside its
-transaction), so a process test can kill or drain a worker mid-stream.
+in ``attempt``. ``TEST_CONSUMER_PAUSE`` seconds are spent per batch, so a process test can kill or
+drain a worker mid-stream: inside ``handle`` (its transaction open) by default, or in the stream
+before each batch with ``TEST_CONSUMER_PAUSE_IN=stream`` — on SQLite, whose one writer lock a
+transaction held that long would keep the worker's own loop (and its signal handling) waiting.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ultimate_jobs import NO_TENANT, Retry, consumer
 
 ITEMS = int(os.environ.get("TEST_CONSUMER_ITEMS", "50"))
 PAUSE = float(os.environ.get("TEST_CONSUMER_PAUSE", "0"))
+PAUSE_IN = os.environ.get("TEST_CONSUMER_PAUSE_IN", "handle")
 
 
 def load(key: str) -> int:
@@ -32,12 +35,14 @@ def stream(*, key: str, cursor: int, cancel: Any) -> Any:
     for n in range(cursor + 1, ITEMS + 1):
         if cancel.is_set():
             return
+        if PAUSE and PAUSE_IN == "stream" and n % 10 == 1:
+            time.sleep(PAUSE)
         yield {"n": n}
 
 
 def handle(items: list[dict[str, int]], *, key: str) -> int:
     Effect.objects.bulk_create([Effect(key=f"item:{key}:{item['n']}", pid=os.getpid()) for item in items])
-    if PAUSE:
+    if PAUSE and PAUSE_IN == "handle":
         time.sleep(PAUSE)
     return items[-1]["n"]
 

@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from ultimate_jobs.models import WebhookDelivery, WebhookEndpointState
 
 
-class _ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
+class _ReadOnly(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

@@ -117,7 +117,8 @@ def _read(request: HttpRequest, limit: int) -> bytes | None:
     declared = request.META.get("CONTENT_LENGTH") or ""
     if declared.isdigit() and int(declared) > limit:
         return None
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         chunk = request.read(CHUNK)
         if not chunk:
