@@ -58,6 +58,13 @@ _EXPORTS: dict[str, str] = {
     "verify_webhook_signature": "ultimate_jobs.factories.webhook.signing",
     "webhook": "ultimate_jobs.factories.webhook.declaration",
     "webhook_receiver": "ultimate_jobs.factories.webhook_receiver",
+    "define_subject": "ultimate_jobs.factories.subject.declaration",
+    "export_rows": "ultimate_jobs.factories.export_rows",
+    "import_rows": "ultimate_jobs.factories.import_rows.declaration",
+    "refresh_view": "ultimate_jobs.factories.refresh_view",
+    "rollup": "ultimate_jobs.factories.rollup",
+    "subject_erase": "ultimate_jobs.factories.subject.erase",
+    "subject_export": "ultimate_jobs.factories.subject.export",
 }
 
 __all__ = [
@@ -81,15 +88,22 @@ __all__ = [
     "Worker",
     "backfill",
     "consumer",
+    "define_subject",
+    "export_rows",
+    "import_rows",
     "job",
     "pending_backfills",
     "publish_event",
     "purge",
+    "refresh_view",
     "register_error_retry",
     "registered_backfills",
     "registered_jobs",
     "registered_tasks",
     "retry_schedule",
+    "rollup",
+    "subject_erase",
+    "subject_export",
     "task",
     "verify_webhook_signature",
     "webhook",
@@ -126,14 +140,21 @@ if _TYPE_CHECKING:  # what a type checker and an IDE see: the same names, import
     from ultimate_jobs.events import publish_event
     from ultimate_jobs.factories.backfill.declaration import BackfillBatch, backfill, registered_backfills
     from ultimate_jobs.factories.backfill.status import pending_backfills
+    from ultimate_jobs.factories.consumer import consumer
+    from ultimate_jobs.factories.export_rows import export_rows
+    from ultimate_jobs.factories.import_rows.declaration import import_rows
     from ultimate_jobs.factories.purge import purge
+    from ultimate_jobs.factories.refresh_view import refresh_view
+    from ultimate_jobs.factories.rollup import rollup
+    from ultimate_jobs.factories.subject.declaration import define_subject
+    from ultimate_jobs.factories.subject.erase import subject_erase
+    from ultimate_jobs.factories.subject.export import subject_export
+    from ultimate_jobs.factories.webhook.declaration import webhook
+    from ultimate_jobs.factories.webhook.signing import verify_webhook_signature
+    from ultimate_jobs.factories.webhook_receiver import webhook_receiver
     from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
     from ultimate_jobs.runtime.settled import Settled
     from ultimate_jobs.runtime.steps import Suspension
     from ultimate_jobs.runtime.worker import Worker
     from ultimate_jobs.schedule.declarations import TaskHandle, registered_tasks, task
     from ultimate_jobs.schedule.scheduler import Scheduler
-    from ultimate_jobs.factories.consumer import consumer
-    from ultimate_jobs.factories.webhook.declaration import webhook
-    from ultimate_jobs.factories.webhook.signing import verify_webhook_signature
-    from ultimate_jobs.factories.webhook_receiver import webhook_receiver

@@ -13,11 +13,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 from django.db.migrations.loader import MigrationLoader
 
 from ultimate_jobs.conf import DEFAULT_REDACT_KEYS, get_settings
-from ultimate_jobs.errors import JobsError
+from ultimate_jobs.errors import CODES, JobsError
 from ultimate_jobs.factories.backfill.declaration import registered_backfills
+from ultimate_jobs.factories.refresh_view import registered_views, view_problem
+from ultimate_jobs.factories.subject.declaration import registered_subjects
 
 
 @checks.register()
@@ -51,3 +54,38 @@ def check_backfill_requires(app_configs: Any = None, **kwargs: Any) -> list[chec
                          hint='Name an existing migration as "app_label.migration_name" (see showmigrations).',
                          id="ultimate_jobs.E003")
             for name, requires in wanted if tuple(requires.split(".", 1)) not in on_disk]
+
+
+@checks.register(checks.Tags.models)
+def check_subjects(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``ultimate_jobs.E010``: a ``define_subject`` whose reach holds a model with no treatment
+    (``X_SUBJECT_TABLE_UNDECLARED``), or whose declaration is refused once the registry is ready."""
+    found = []
+    for subject in registered_subjects():
+        try:
+            subject.refuse_undeclared()
+        except JobsError as err:
+            found.append(checks.Error(f"[{err.code}] {err.cause}", hint=err.fix, obj=subject.model,
+                                      id="ultimate_jobs.E010"))
+    return found
+
+
+@checks.register()
+def check_refresh_views(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``ultimate_jobs.E011``: a ``refresh_view`` whose relation is not a materialized view, or
+    ``concurrently`` without a unique index; ``ultimate_jobs.W011`` when the relation does not exist
+    yet (a pending migration may create it, so ``migrate`` is not blocked). Reads the catalog; an
+    unreachable database is left to the first run."""
+    found: list[checks.CheckMessage] = []
+    for declared in registered_views():
+        if databases is not None and declared.database not in databases:
+            continue
+        try:
+            problem, qualified = view_problem(declared)
+        except (DatabaseError, JobsError):
+            continue
+        if problem is not None:
+            level = checks.Warning if qualified is None else checks.Error
+            found.append(level(f"[X_JOB_REFRESH_VIEW_INVALID] {problem}", hint=CODES["X_JOB_REFRESH_VIEW_INVALID"],
+                               id="ultimate_jobs.W011" if qualified is None else "ultimate_jobs.E011"))
+    return found

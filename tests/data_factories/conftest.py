@@ -3,7 +3,7 @@ declarations forgotten when the test ends."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,18 @@ from tests.conftest import Declared
 @pytest.fixture
 def storage(tmp_path: Path) -> FileSystemStorage:
     return FileSystemStorage(location=str(tmp_path / "objects"))
+
+
+@pytest.fixture(autouse=True)
+def _forget_subjects() -> Iterator[None]:
+    """A subject a test declares is not checked by ``manage.py check`` in later tests."""
+    from ultimate_jobs.factories.subject.declaration import forget_subject, registered_subjects
+
+    before = set(map(id, registered_subjects()))
+    yield
+    for subject in registered_subjects():
+        if id(subject) not in before:
+            forget_subject(subject)
 
 
 @pytest.fixture

@@ -99,7 +99,8 @@ def test_one_bad_row_writes_no_bucket(track, jobs_clock) -> None:
     (datetime(2026, 11, 15, 12, 7, 31, tzinfo=UTC), "minute", datetime(2026, 11, 15, 12, 7, tzinfo=UTC)),
 ])
 def test_bucket_boundaries_are_wall_clock_boundaries_in_the_zone(moment, bucket, start) -> None:
-    assert bucket_start(moment, bucket, BERLIN).astimezone(UTC) == start  # an ambiguous wall time never equals across zones
+    # compared in UTC: an ambiguous wall time never equals a time in another zone
+    assert bucket_start(moment, bucket, BERLIN).astimezone(UTC) == start
 
 
 def test_hour_buckets_through_the_repeated_hour(track, jobs_clock) -> None:

@@ -131,6 +131,16 @@ class LeaderLease(NamedTuple):
     version: int
 
 
+class ViewFacts(NamedTuple):
+    """What ``view_describe`` knows of a relation: its kind (``"matview"``, ``"table"``, ``"view"``,
+    ``"other"``, or None when no relation has the name), whether it has a unique index usable by
+    ``REFRESH ... CONCURRENTLY`` (no predicate, no expression), and its schema-qualified name."""
+
+    kind: str | None
+    unique_index: bool
+    qualified: tuple[str, str] | None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobRow:
     """One validated row, ready for the store: an enqueue, or a staged outbox row being published
@@ -427,3 +437,14 @@ class Store(Protocol):
     def event_purge(self, *, retention: float, now: datetime | None, limit: int = 1000) -> int:
         """Delete up to ``limit`` events published more than ``retention`` seconds ago that no open
         wait could still be answered by; answer how many."""
+
+    # -- materialized views (``ultimate_jobs.factories.refresh_view``) ---------------------------------
+
+    def view_describe(self, *, name: str) -> ViewFacts:
+        """The kind of the relation ``name`` (a table name, optionally ``schema.name``) and whether
+        it has a plain unique index. SQLite has no materialized views: it raises
+        ``X_JOB_REFRESH_VIEW_INVALID``."""
+
+    def view_refresh(self, *, name: tuple[str, str], concurrently: bool) -> None:
+        """``REFRESH MATERIALIZED VIEW [CONCURRENTLY]`` the view ``(schema, name)``, in the caller's
+        transaction. SQLite raises ``X_JOB_REFRESH_VIEW_INVALID``."""

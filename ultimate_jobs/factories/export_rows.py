@@ -100,8 +100,11 @@ def export_rows(*, name: str, tenant: Any = None, source: Callable[..., Any], fi
         cursor: Any = None
         while True:
             index = pages
-            out = ctx.step.run(f"part:{index}", lambda: _page(queryset, fields, format, target, run_prefix,  # noqa: B023
-                                                                  index, cursor, page))
+
+            def part(at: int = index, after: Any = cursor) -> dict[str, Any]:
+                return _page(queryset, fields, format, target, run_prefix, at, after, page)
+
+            out = ctx.step.run(f"part:{index}", part)
             if out["object"] is not None:
                 objects.append(out["object"])
                 pages += 1

@@ -52,7 +52,7 @@ from django.db import models, router, transaction
 from ultimate_jobs import clock
 from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, job
 from ultimate_jobs.durations import to_seconds
-from ultimate_jobs.errors import X_JOB_ROLLUP_INVALID, X_JOB_INPUT_INVALID, JobsError, Terminal
+from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_ROLLUP_INVALID, JobsError, Terminal
 from ultimate_jobs.factories.export_rows import input_digest_key
 from ultimate_jobs.names import check_job_name
 

@@ -47,6 +47,7 @@ from ultimate_jobs.testing.crash import SimulatedCrash, crash_at, crash_proof
 from ultimate_jobs.testing.effects import record_effect, recorded_effects
 from ultimate_jobs.testing.frozen import FrozenClock, freeze_clock, frozen
 from ultimate_jobs.testing.runner import Runner
+from ultimate_jobs.testing.subject import subject_proof
 from ultimate_jobs.testing.traces import StepTrace, Trace, trace
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "record_effect",
     "recorded_effects",
     "run_job",
+    "subject_proof",
 ]
 
 MAX_ATTEMPTS_PER_CALL = 10_000  # a safety stop for a run that never ends

@@ -62,6 +62,7 @@ from ultimate_jobs.db.postgres.runs import (
     STEP_LIST,
     RunStatements,
 )
+from ultimate_jobs.db.postgres.views import ViewStatements
 from ultimate_jobs.db.store import JOBS_CHANNEL, OUTBOX_CHANNEL
 
 __all__ = [
@@ -76,6 +77,6 @@ __all__ = [
 
 
 class PostgresStore(JobStatements, LeaseStatements, CounterStatements, OutboxStatements, RunStatements,
-                    PostgresConnection):
+                    ViewStatements, PostgresConnection):
     """The store over a Django PostgreSQL connection alias: the ``Store`` protocol, one mixin per
     entity (each module holds its statements beside its methods), over ``PostgresConnection``."""

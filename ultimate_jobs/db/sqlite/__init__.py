@@ -19,11 +19,12 @@ from ultimate_jobs.db.sqlite.jobs import JobStatements
 from ultimate_jobs.db.sqlite.leases import LeaseStatements
 from ultimate_jobs.db.sqlite.outbox import OutboxStatements
 from ultimate_jobs.db.sqlite.runs import RunStatements
+from ultimate_jobs.db.sqlite.views import ViewStatements
 
 __all__ = ["SqliteStore", "ts"]
 
 
 class SqliteStore(JobStatements, LeaseStatements, CounterStatements, OutboxStatements, RunStatements,
-                  SqliteConnection):
+                  ViewStatements, SqliteConnection):
     """The store over a Django SQLite connection alias: the ``Store`` protocol, one mixin per entity
     over ``SqliteConnection``."""

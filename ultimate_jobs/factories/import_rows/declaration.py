@@ -116,8 +116,9 @@ def import_rows(*, name: str, tenant: Any = None, storage: Callable[[], Any], ke
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: form={form!r} is not a Django Form class.",
                         "Pass form=MyRowForm (a django.forms.Form subclass), or leave it out.")
     if form is not None and set(form.base_fields) - set(columns):
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: form has fields {sorted(set(form.base_fields) - set(columns))}"
-                        " that columns= does not name.", "Name every form field in columns=.")
+        extra = sorted(set(form.base_fields) - set(columns))
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: form has fields {extra} that columns= does not name.",
+                        "Name every form field in columns=.")
     for option, value, low in (("batch", batch, 1), ("page_bytes", page_bytes, 1024),
                                ("max_record_bytes", max_record_bytes, 16), ("max_row_errors", max_row_errors, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

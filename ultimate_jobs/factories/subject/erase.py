@@ -1,0 +1,125 @@
+"""``subject_erase()``: erase one person's data as a job, children first, the subject last.
+
+Usage::
+
+    erase_member = subject_erase(name="members.erase", tenant="{org}", subject=member)
+    erase_member.enqueue(org="acme", member_id=42)
+
+Options (default): ``name``, ``tenant`` (required: one job per tenant; crossing tenants is the
+app's loop), ``subject`` (a ``define_subject`` value), ``page`` (500 parent keys a step),
+``idempotency_key`` (None: the name and a digest of the input), ``queue``, ``retry``, ``timeout``.
+
+The run refuses to start (terminal, nothing written) while a reached model has no treatment
+(``X_SUBJECT_TABLE_UNDECLARED``). Then: each key cut from a loop of deleted tables is cleared
+(``clear:<table>.<field>:<n>``), each reached table in children-first order is deleted or
+anonymized through each foreign key that reaches it (``<table>.<field>:<n>``; a retained table is
+left alone), and the subject's own row last (``subject``). One step per page of parent keys; every
+write is ``field IN (page)`` or the subject's primary key, so a replayed page changes nothing
+twice, and a killed run resumes at the page it stopped on. Result: ``{"subject", "key", "tables":
+{label: {"treatment", "rows"}}}`` (rows written, as each page's step counted them).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError, Terminal
+from ultimate_jobs.factories.export_rows import input_digest_key
+from ultimate_jobs.factories.subject.declaration import Subject, Treatment
+from ultimate_jobs.factories.subject.reach import Edge, Reach, label
+from ultimate_jobs.factories.subject.rows import parent_keys, rows_of, stored
+from ultimate_jobs.names import check_job_name
+
+__all__ = ["erase_run", "subject_erase"]
+
+DEFAULT_PAGE = 500
+
+
+def subject_erase(*, name: str, tenant: Any = None, subject: Subject, page: int = DEFAULT_PAGE,
+                  idempotency_key: Any = None, queue: str = "default", retry: Any = None,
+                  timeout: Any = None) -> AnyJobHandle:
+    """Declare the erase of one person's data; see the module docstring."""
+    name = check_job_name(name)
+    check_declaration(f"subject_erase {name!r}", tenant, subject, page)
+
+    def body(ctx: Any, **input: Any) -> dict[str, Any]:
+        return erase_run(subject, ctx, input, page=page)
+
+    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
+    body.__qualname__ = body.__name__ = f"subject_erase[{name}]"
+    body.__doc__ = f"Erase one {label(subject.model)}'s data."
+    handle: AnyJobHandle = job(body, name=name, tenant=tenant, queue=queue, retry=retry, timeout=timeout,
+                               idempotency_key=idempotency_key if idempotency_key is not None
+                               else input_digest_key(name))
+    return handle
+
+
+def check_declaration(owner: str, tenant: Any, subject: Any, page: Any) -> None:
+    if tenant is None:
+        raise JobsError(X_JOB_TENANT_REQUIRED, f"{owner} has no tenant; one person's data is erased per tenant.",
+                        "Pass tenant=\"{org}\" (the input's tenant), or NO_TENANT for an app without tenants.")
+    if not isinstance(subject, Subject):
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: subject={subject!r} is not a define_subject() value.")
+    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= 100_000:
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: page={page!r} is not a whole number from 1 to 100,000.")
+
+
+def subject_key(subject: Subject, input: dict[str, Any]) -> Any:
+    try:
+        subject.refuse_undeclared()
+        return subject.key_of(input)
+    except JobsError as err:
+        raise Terminal(err.cause, code=err.code, fix=err.fix) from None
+    except (KeyError, TypeError) as err:
+        raise Terminal(f"the subject's key cannot be read from the input: {err!r}.",
+                       code=X_JOB_DECLARATION_INVALID) from None
+
+
+def erase_run(subject: Subject, ctx: Any, input: dict[str, Any], *, page: int) -> dict[str, Any]:
+    key = subject_key(subject, input)
+    reach = subject.reach()
+    treatments = subject.treatments
+    written: dict[str, dict[str, Any]] = {label(m): {"treatment": treatments[m].kind, "rows": 0}
+                                          for m in reach.order}
+    for edge in reach.clears:
+        paged(ctx, f"clear:{label(edge.child)}.{edge.field_name}", reach, edge, key, subject.model, page,
+              lambda keys, e=edge: e.child._default_manager.filter(**{f"{e.field}__in": keys})
+              .update(**{e.field: None}))
+    for model in reach.order[:-1]:
+        treatment = treatments[model]
+        if treatment.kind == "retain":
+            continue
+        for edge in (e for e in reach.edges if e.child is model and e.child is not e.parent):
+            written[label(model)]["rows"] += paged(
+                ctx, f"{label(model)}.{edge.field_name}", reach, edge, key, subject.model, page,
+                lambda keys, e=edge, t=treatment: apply(t, e.child._default_manager.filter(**{f"{e.field}__in": keys})))
+    written[label(subject.model)]["rows"] = ctx.step.run("subject", lambda: apply(
+        treatments[subject.model], rows_of(reach, subject.model, key, subject.model)))
+    return {"subject": label(subject.model), "key": stored(key), "tables": written}
+
+
+def paged(ctx: Any, prefix: str, reach: Reach, edge: Edge, key: Any, subject: Any, size: int, write: Any) -> int:
+    """One step per page of parent keys; answer the rows written."""
+    index, cursor, total = 0, None, 0
+    while True:
+        def step(after: Any = cursor) -> dict[str, Any]:
+            keys = parent_keys(reach, edge, key, subject, after=after, size=size)
+            rows = write(keys) if keys else 0
+            return {"cursor": stored(keys[-1]) if keys else after, "keys": len(keys), "rows": rows}
+
+        out = ctx.step.run(f"{prefix}:{index}", step)
+        total += out["rows"]
+        if out["keys"] < size:
+            return total
+        index, cursor = index + 1, out["cursor"]
+
+
+def apply(treatment: Treatment, rows: Any) -> int:
+    """Delete or anonymize ``rows``; answer how many rows of that table were written."""
+    if treatment.kind == "delete":
+        return int(rows.delete()[1].get(rows.model._meta.label, 0))
+    if treatment.kind == "anonymize":
+        return int(rows.update(**treatment.values))
+    return 0

@@ -1,0 +1,103 @@
+"""``subject_export()``: everything the reach holds of one person, written through a Django ``Storage``.
+
+Usage::
+
+    export_member = subject_export(name="members.export", tenant="{org}", subject=member,
+                                   storage=lambda: storages["exports"], prefix="subjects/{org}/{member_id}")
+    export_member.enqueue(org="acme", member_id=42)
+
+Options (default): ``name``, ``tenant`` (required), ``subject`` (a ``define_subject`` value),
+``storage`` (``callable() -> Storage``), ``prefix`` (a format string over the input or a
+``callable(**input)``), ``format`` ("ndjson" or "csv"), ``page`` (1,000 rows), ``idempotency_key``
+(None: the name and a digest of the input), ``queue``, ``retry``, ``timeout``.
+
+Each reached table (retained ones included: they are the person's data too) is read in keyset
+pages by primary key, one step ``<table>:<n>`` and ONE object per page:
+``<prefix>/<run_id>/<app_label.Model>/part-<NNNNN>.<ext>`` with every concrete column; then step
+``index`` writes ``<prefix>/<run_id>/index.json``: each table's row count, treatment and retain
+reason, and its objects. A replayed page rewrites the same object. Result: ``{"prefix", "index",
+"tables": {label: rows}}``. Refuses to start while a reached model has no treatment
+(``X_SUBJECT_TABLE_UNDECLARED``, terminal).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ultimate_jobs import jsoncodec
+from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
+from ultimate_jobs.factories.export_rows import (
+    check_format,
+    check_prefix,
+    encode_rows,
+    input_digest_key,
+    render_prefix,
+    write_object,
+)
+from ultimate_jobs.factories.subject.declaration import Subject
+from ultimate_jobs.factories.subject.erase import check_declaration, subject_key
+from ultimate_jobs.factories.subject.reach import label
+from ultimate_jobs.factories.subject.rows import rows_of, stored
+from ultimate_jobs.names import check_job_name
+
+__all__ = ["subject_export"]
+
+
+def subject_export(*, name: str, tenant: Any = None, subject: Subject, storage: Any, prefix: Any,
+                   format: str = "ndjson", page: int = 1000, idempotency_key: Any = None, queue: str = "default",
+                   retry: Any = None, timeout: Any = None) -> AnyJobHandle:
+    """Declare the export of one person's data; see the module docstring."""
+    name = check_job_name(name)
+    owner = f"subject_export {name!r}"
+    check_declaration(owner, tenant, subject, page)
+    if not callable(storage):
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: storage={storage!r} is not callable.")
+    check_format(owner, format)
+    check_prefix(owner, prefix)
+
+    def body(ctx: Any, **input: Any) -> dict[str, Any]:
+        key = subject_key(subject, input)
+        reach = subject.reach()
+        run_prefix = f"{render_prefix(prefix, input)}/{ctx.run_id}"
+        target = storage()
+        tables: dict[str, dict[str, Any]] = {}
+        for model in reach.models:
+            fields = [f.attname for f in model._meta.concrete_fields]
+            objects: list[str] = []
+            rows, index, cursor = 0, 0, None
+            while True:
+                def part(after: Any = cursor, at: int = index, m: Any = model, f: list[str] = fields) -> dict[str, Any]:
+                    found = rows_of(reach, m, key, subject.model).order_by("pk")
+                    if after is not None:
+                        found = found.filter(pk__gt=after)
+                    values = list(found.values_list("pk", *f)[:page])
+                    if not values:
+                        return {"cursor": after, "rows": 0, "object": None}
+                    object_name = f"{run_prefix}/{label(m)}/part-{at:05d}.{format}"
+                    write_object(target, object_name, encode_rows((v[1:] for v in values), f, format))
+                    return {"cursor": stored(values[-1][0]), "rows": len(values), "object": object_name}
+
+                out = ctx.step.run(f"{label(model)}:{index}", part)
+                rows += out["rows"]
+                if out["object"]:
+                    objects.append(out["object"])
+                if out["rows"] < page:
+                    break
+                index, cursor = index + 1, out["cursor"]
+            treatment = subject.treatments[model]
+            tables[label(model)] = {"rows": rows, "treatment": treatment.kind, "reason": treatment.reason or None,
+                                    "objects": objects}
+        index_name = f"{run_prefix}/index.json"
+        ctx.step.run("index", lambda: write_object(target, index_name, jsoncodec.dumps(
+            {"subject": label(subject.model), "key": stored(key), "tables": tables}).encode()))
+        return {"prefix": run_prefix, "index": index_name, "tables": {t: v["rows"] for t, v in tables.items()}}
+
+    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
+    body.__qualname__ = body.__name__ = f"subject_export[{name}]"
+    body.__doc__ = f"Export one {label(subject.model)}'s data."
+    handle: AnyJobHandle = job(body, name=name, tenant=tenant, queue=queue, retry=retry, timeout=timeout,
+                               idempotency_key=idempotency_key if idempotency_key is not None
+                               else input_digest_key(name))
+    return handle

@@ -1,0 +1,41 @@
+"""Internal: which rows of a reached model are the person's, as a QuerySet the database resolves.
+
+A model's rows are those whose foreign key (or ``columns`` field) holds a key of a reached row of
+its parent, through every edge that defines the reach: nested subqueries, so nothing is held in
+memory, and a page of parent keys is read at a time by keyset (never OFFSET).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from ultimate_jobs import jsoncodec
+from ultimate_jobs.factories.subject.reach import Edge, Reach
+
+
+def rows_of(reach: Reach, model: Any, key: Any, subject: Any) -> QuerySet:
+    """The person's rows of ``model``."""
+    manager = model._default_manager
+    if model is subject:
+        return manager.filter(pk=key)
+    condition = Q()
+    for edge in reach.edges:
+        if edge.child is model and edge.child is not edge.parent:
+            parent_rows = rows_of(reach, edge.parent, key, subject).values(edge.target)
+            condition |= Q(**{f"{edge.field}__in": parent_rows})
+    return manager.filter(condition) if condition else manager.none()
+
+
+def parent_keys(reach: Reach, edge: Edge, key: Any, subject: Any, *, after: Any, size: int) -> list[Any]:
+    """One page of the keys ``edge.child.field`` may hold: the parent's reached rows' ``target``."""
+    keys = rows_of(reach, edge.parent, key, subject).order_by(edge.target).values_list(edge.target, flat=True)
+    if after is not None:
+        keys = keys.filter(**{f"{edge.target}__gt": after})
+    return list(keys[:size])
+
+
+def stored(value: Any) -> Any:
+    """A key as a step stores it (JSON)."""
+    return jsoncodec.loads(jsoncodec.dumps(value))
