@@ -58,3 +58,66 @@ def test_secrets_never_reach_any_surface(declare, caplog) -> None:
             assert secret not in text, f"{secret!r} leaked into the {where}"
     assert "[redacted]" in surfaces["job page"] and "[redacted]" in surfaces["cli show"]
     assert json.loads(surfaces["cli show --json"])["payload"]["items"][0]["name"] == "a"
+
+
+def _backfill_cli(*args: str) -> str:
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("jobs_backfill", *args, stdout=out, stderr=err)
+    except SystemExit:
+        pass
+    return out.getvalue() + err.getvalue()
+
+
+def test_backfill_errors_are_redacted_in_the_ledger_and_the_cli(declare_backfill) -> None:
+    from tests.app.models import Post
+
+    password = SECRETS[0]
+    Post.objects.create(title="p")
+
+    def handle(batch: list) -> None:
+        raise RuntimeError(f"insert failed on postgres://app:{password}@db/shop with password={password}")
+
+    def count(ctx: object) -> int:
+        raise RuntimeError(f"count failed: api_key={password}")
+
+    declare_backfill(name="bf.leaky.handle", source=lambda ctx: Post.objects.all(), handle=handle)
+    declare_backfill(name="bf.leaky.count", source=lambda ctx: Post.objects.all(), handle=lambda batch: None,
+                     count=count)
+    # With --wait the gate counts the rows first: count() raising is the CLI's refusal to print.
+    written = _backfill_cli("bf.leaky.handle", "--write") + _backfill_cli("bf.leaky.count", "--write", "--wait")
+    written_json = _backfill_cli("bf.leaky.count", "--write", "--wait", "--json")
+    Worker(queues=["default"], burst=True).run(install_signals=False)
+    from ultimate_jobs.models import BackfillRun
+
+    (run,) = BackfillRun.objects.filter(name="bf.leaky.handle")
+    assert run.status == "failed" and "postgres://app:[redacted]@db/shop" in run.last_error
+    assert "count failed: api_key=[redacted]" in written
+    surfaces = {"ledger": run.last_error, "cli --write": written, "cli --write --json": written_json,
+                "cli --list": _backfill_cli("--list", "--json")}
+    for where, text in surfaces.items():
+        assert password not in text, f"the secret leaked into the {where}"
+
+
+def test_a_sensitive_jobs_error_text_and_step_errors_hide_its_values(declare) -> None:
+    card = "4111-1111-1111-1111"
+
+    @declare(name="tests.sensitive_card", idempotency_key="{ref}", tenant=NO_TENANT, retry=Retry(attempts=1),
+             sensitive=True)
+    def charge(ctx, *, ref: str, card: str) -> None:
+        def authorize() -> None:
+            raise ValueError(f"card {card} declined by the gateway")
+
+        ctx.step.run("authorize", authorize)
+
+    r = charge.enqueue(ref="s", card=card)
+    Worker(queues=["default"], burst=True).run(install_signals=False)
+    stored = Job.objects.get(id=r.id)
+    from ultimate_jobs.models import JobStep
+
+    step = JobStep.objects.get(run_id=stored.run_id, name="authorize").error
+    assert stored.state == "dead" and "ValueError: [redacted]" in stored.last_error
+    assert "ValueError: [redacted]" in step and 'raise ValueError(f"card {card} declined' in step  # the frame stays
+    for where, text in {"last_error": stored.last_error, "step error": step, "cli show": _cli("show", str(r.id)),
+                        "cli show --json": _cli("show", str(r.id), "--json")}.items():
+        assert card not in text, f"the card number leaked into the {where}"

@@ -15,6 +15,7 @@ from ultimate_jobs import ops
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management.jobs_cli import EXIT_OK, EXIT_REFUSED, JobsCLI
 from ultimate_jobs.management.render import clean
+from ultimate_jobs.redact import redact_text
 
 _STATE_COLUMNS = ("name", "state", "requires", "environments", "last_run", "rows", "completed")
 _LEDGER_COLUMNS = ("name", "status", "run_id", "rows", "batches", "forced", "started_at", "completed_at",
@@ -68,7 +69,8 @@ class BackfillCLI(JobsCLI):
             except JobsError as err:
                 verdict = {"name": name, "verdict": "refused", "code": err.code, "reason": err.cause}
             except Exception as exc:  # a broken source() or count() stops its own name, never the next
-                verdict = {"name": name, "verdict": "refused", "code": type(exc).__name__, "reason": str(exc)}
+                verdict = {"name": name, "verdict": "refused", "code": type(exc).__name__,
+                           "reason": redact_text(str(exc))}  # user code's text: it may quote a secret
             outcomes.append(verdict)
             if not self.json:
                 self._say(verdict, dry_run=False)

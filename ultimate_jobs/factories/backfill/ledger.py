@@ -2,7 +2,8 @@
 
 Every write is keyed by the run (``run_id``) and sets absolute values (rows so far, batches so
 far, the cursor), so a page that runs twice after a crash writes the same numbers again rather
-than counting twice.
+than counting twice. A failure's text is redacted (``ultimate_jobs.redact``) before it is written:
+a ``source`` or ``handle`` error often quotes a connection string or a row.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.db.models import QuerySet
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.models import BackfillRun
+from ultimate_jobs.redact import redact_text
 
 
 class Ledger:
@@ -56,7 +58,8 @@ class Ledger:
                                                completed_at=now, updated_at=now)
 
     def fail(self, run_id: UUID, *, code: str, error: str) -> None:
-        self.rows.filter(run_id=run_id).update(status="failed", error_code=code, last_error=error[:4000],
+        text = (redact_text(error) or "")[:4000].replace("\x00", "\\x00")
+        self.rows.filter(run_id=run_id).update(status="failed", error_code=code, last_error=text,
                                                updated_at=clock.now())
 
     def newest(self, names: list[str] | None = None) -> tuple[dict[str, BackfillRun], dict[str, BackfillRun]]:
