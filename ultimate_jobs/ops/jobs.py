@@ -69,8 +69,9 @@ def _get_job(job_id: str | UUID) -> JobDetail:
     attempts = [a for a in row.pop("attempts") or [] if isinstance(a, dict)]  # old or odd rows: skip, never fail
     job = _shape(row)
     job["staged_id"] = staged_id
-    job["attempts"] = [AttemptInfo(attempt=a.get("attempt"), worker=a.get("worker"), started_at=a.get("started_at"),
-                                   finished_at=a.get("finished_at"), outcome=a.get("outcome"),
+    job["attempts"] = [AttemptInfo(attempt=int(a.get("attempt") or 0), worker=a.get("worker"),
+                                   started_at=a.get("started_at"), finished_at=a.get("finished_at"),
+                                   outcome=str(a.get("outcome")),
                                    error_code=a.get("error_code"), error=redact_text(a.get("error")))
                        for a in attempts]
     sensitive = job["sensitive"]

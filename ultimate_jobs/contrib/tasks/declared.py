@@ -23,5 +23,5 @@ def retry_for(task: Any, backend: Any) -> Retry:
     """The policy of ``task``: its own ``retry(...)``, else the backend's ``OPTIONS["retry"]``, else none."""
     own = getattr(task.func, RETRY_ATTRIBUTE, None)
     if own is not None:
-        return own  # type: ignore[no-any-return]
+        return own  # type: ignore[no-any-return,unused-ignore]
     return getattr(backend, "retry", None) or NO_RETRY

@@ -64,7 +64,7 @@ def from_row(row: dict[str, Any]) -> TaskResult:
     if status == TaskResultStatus.RUNNING and row["attempt"] > len(history) and row["claimed_by"]:
         workers.append(row["claimed_by"])
     starts = [_when(entry.get("started_at")) for entry in history]
-    result = TaskResult(
+    result: TaskResult = TaskResult(
         task=_task(payload, row), id=str(row["id"]), status=status, enqueued_at=row["created_at"],
         started_at=row["started_at"], finished_at=row["finished_at"],
         last_attempted_at=next((s for s in reversed(starts) if s is not None), row["started_at"]),
@@ -84,7 +84,7 @@ def running(ctx: JobContext, task: Any, *, args: list[Any], kwargs: dict[str, An
     row = Job.objects.using(get_settings().DATABASE).filter(id=ctx.job_id).values(*_FIELDS).first() or {}
     history = list(row.get("attempts") or [])
     now = timezone.now()
-    result = TaskResult(
+    result: TaskResult = TaskResult(
         task=task.using(priority=priority, queue_name=ctx.queue), id=str(ctx.job_id),
         status=TaskResultStatus.RUNNING, enqueued_at=row.get("created_at"), started_at=row.get("started_at") or now,
         finished_at=None, last_attempted_at=now, args=args, kwargs=kwargs, backend=backend,
