@@ -40,7 +40,8 @@ def test_sigkill_mid_delivery_is_delivered_again_by_another_worker(started_worke
 
 
 def test_two_workers_deliver_a_batch_once_each(started_worker: Start, receiver: Receiver) -> None:
-    workers = (started_worker(env=ENV), started_worker(env=ENV))
+    steady = {"JOBS_TEST_MODULES": ENV["JOBS_TEST_MODULES"]}  # the default 30s lease: no lapse, no redelivery
+    workers = (started_worker(env=steady), started_worker(env=steady))
     ids = [r.id for r in deliver.enqueue_many([{"endpoint_id": "ep_1", "event_id": f"evt_{n}",
                                                 "url": f"{receiver.url}/hook"} for n in range(40)])]
     wait_until(lambda: Job.objects.filter(id__in=ids, state="done").count() == 40, timeout=90, procs=workers,
