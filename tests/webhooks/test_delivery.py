@@ -197,3 +197,32 @@ def test_declaration_refusals() -> None:
     from ultimate_jobs.declaration import get_job_handle
 
     assert get_job_handle("tests.webhooks.refused") is None  # nothing declared
+
+
+def test_without_httpx_a_delivery_fails_with_a_clear_code(receiver: Receiver, tables: Tables, declare_webhook,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "httpx", None)  # what an install without the webhooks extra sees
+    deliver = declare_webhook()
+    tables.endpoint("ep_1", receiver.url)
+    tables.event("evt_1")
+    trace = run_job(deliver, endpoint_id="ep_1", event_id="evt_1")
+    assert (trace.state, trace.attempt, trace.error_code) == ("dead", 1, "X_WEBHOOK_HTTPX_MISSING")
+    assert "ultimate-jobs[webhooks]" in trace.last_error
+    assert receiver.requests == []
+
+
+def test_declaring_and_receiving_never_import_httpx() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, django; from django.conf import settings; "
+            "settings.configure(INSTALLED_APPS=['ultimate_jobs'], DATABASES={'default': {'ENGINE': "
+            "'django.db.backends.sqlite3', 'NAME': ':memory:'}}, ROOT_URLCONF='ultimate_jobs.urls'); django.setup(); "
+            "import ultimate_jobs.webhooks, ultimate_jobs.urls; "
+            "from ultimate_jobs import NO_TENANT, webhook, consumer; "
+            "webhook(name='w', tenant=NO_TENANT, endpoint=lambda **_: None, event=lambda **_: None, "
+            "ledger=ultimate_jobs.webhooks.ModelLedger()); print('httpx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
