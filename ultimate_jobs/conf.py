@@ -10,6 +10,7 @@ Usage::
 
 Options (default): ``DATABASE`` ("default"), ``OUTBOX`` ("auto"), ``QUEUES`` (["default"]),
 ``CONCURRENCY`` (10), ``MAX_IN_FLIGHT`` (None), ``POLL_INTERVAL`` (250ms), ``IDLE_POLL_MAX`` (2s),
+``WAKE_WINDOW`` (10ms: at most one wake per queue per window per process; a withheld one is sent when it ends),
 ``VISIBILITY_TIMEOUT`` (30s), ``HEARTBEAT_INTERVAL`` (a third of the visibility timeout),
 ``DRAIN_TIMEOUT`` (25s), ``LIMITS`` ({}), ``RELAY_BATCH_SIZE`` (500), ``CLAIM_LEASE`` (30s),
 ``OUTBOX_RETENTION`` (1d), ``DONE_RETENTION`` (14d), ``DEAD_RETENTION`` (90d), ``ENVIRONMENT``
@@ -63,6 +64,7 @@ class JobsSettings:
     MAX_IN_FLIGHT: int | None = None
     POLL_INTERVAL: float = 0.25
     IDLE_POLL_MAX: float = 2.0
+    WAKE_WINDOW: float = 0.01
     VISIBILITY_TIMEOUT: float = DEFAULT_VISIBILITY
     HEARTBEAT_INTERVAL: float = 10.0
     DRAIN_TIMEOUT: float = 25.0
@@ -96,7 +98,8 @@ class JobsSettings:
                             f"Remove them; the keys are {', '.join(cls.__dataclass_fields__)}.")
         values: dict[str, Any] = {}
         for key in ("POLL_INTERVAL", "IDLE_POLL_MAX", "VISIBILITY_TIMEOUT", "DRAIN_TIMEOUT", "CLAIM_LEASE",
-                    "OUTBOX_RETENTION", "DONE_RETENTION", "DEAD_RETENTION", "HEARTBEAT_INTERVAL", "EVENT_POLL"):
+                    "OUTBOX_RETENTION", "DONE_RETENTION", "DEAD_RETENTION", "HEARTBEAT_INTERVAL", "EVENT_POLL",
+                    "WAKE_WINDOW"):
             if key in raw and raw[key] is not None:
                 values[key] = to_seconds(raw[key], subject=f"ULTIMATE_JOBS[{key!r}]")
         if "HEARTBEAT_INTERVAL" not in values:

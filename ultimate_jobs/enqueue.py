@@ -17,7 +17,6 @@ publish, a watermark), never a caller's. Either way one statement per 1,000 rows
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -27,8 +26,9 @@ from django.utils.module_loading import import_string
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.db import Store, store_for
+from ultimate_jobs.db import JOBS_CHANNEL, OUTBOX_CHANNEL, Store, store_for
 from ultimate_jobs.db.store import Inserted, JobRow
+from ultimate_jobs.db.wake import WAKES
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import (
     X_CONFIG_INVALID,
@@ -46,8 +46,6 @@ log = logging.getLogger("ultimate_jobs")
 MAX_ENQUEUE_BATCH = 10_000
 MAX_KEY_CHARS = 1000
 STATEMENT_ROWS = 1_000
-WAKE_EVERY = 0.25  # seconds: at most one wake per queue per process in this window
-_last_wake: dict[tuple[str, str], float] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +184,9 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
     written: dict[tuple[str, str, str], Inserted] = {}
     for start in range(0, len(unique), STATEMENT_ROWS):
         chunk = unique[start:start + STATEMENT_ROWS]
-        answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=_wake_due(chunk, "job"))
+        wake, later = _wake_due(store, chunk, JOBS_CHANNEL)
+        answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=wake)
+        WAKES.owe(store.alias, JOBS_CHANNEL, later, get_settings().WAKE_WINDOW)
         for row, answer in zip(chunk, answers, strict=True):
             written[row.dedupe_key] = answer
     results = []
@@ -206,7 +206,9 @@ def _stage(store: Store, rows: list[JobRow], unique: list[JobRow],
     """
     for start in range(0, len(unique), STATEMENT_ROWS):
         chunk = unique[start:start + STATEMENT_ROWS]
-        store.outbox_stage_many(rows=chunk, now=clock.sql_now(), notify=_wake_due(chunk, "outbox"))
+        wake, later = _wake_due(store, chunk, OUTBOX_CHANNEL)
+        store.outbox_stage_many(rows=chunk, now=clock.sql_now(), notify=wake)
+        WAKES.owe(store.alias, OUTBOX_CHANNEL, later, get_settings().WAKE_WINDOW)
     results = []
     for row in rows:
         staged = rows[first[row.dedupe_key]]
@@ -214,16 +216,10 @@ def _stage(store: Store, rows: list[JobRow], unique: list[JobRow],
     return results
 
 
-def _wake_due(rows: list[JobRow], kind: str) -> list[str]:
-    """Queues whose idle workers (``kind="job"``) or relays (``"outbox"``) this write should wake:
-    each at most once per ``WAKE_EVERY`` per kind.
-
-    A wake whose transaction rolls back is lost with it; the poll covers that.
+def _wake_due(store: Store, rows: list[JobRow], channel: str) -> tuple[list[str], list[str]]:
+    """Queues whose idle workers (``JOBS_CHANNEL``) or relays (``OUTBOX_CHANNEL``) this write wakes
+    at its commit, and those it owes a wake: each queue at most once per ``WAKE_WINDOW``; a wake the
+    window withholds is sent when it ends (``db.wake``). A wake whose transaction rolls back is lost
+    with it; the poll covers that.
     """
-    now = time.monotonic()
-    due = []
-    for queue in {row.queue for row in rows}:
-        if now - _last_wake.get((kind, queue), -WAKE_EVERY) >= WAKE_EVERY:
-            _last_wake[(kind, queue)] = now
-            due.append(queue)
-    return due
+    return WAKES.due(store.alias, channel, {row.queue for row in rows}, get_settings().WAKE_WINDOW)

@@ -297,9 +297,10 @@ class Store(Protocol):
         several statements in one transaction.
         """
 
-    def queue_wake(self, *, queues: Sequence[str]) -> None:
-        """Wake idle workers of ``queues`` when the current transaction commits (an operator retried
-        or promoted jobs there). SQLite: nothing to send, workers poll."""
+    def queue_wake(self, *, queues: Sequence[str], channel: str = JOBS_CHANNEL) -> None:
+        """Wake idle workers (or, on ``OUTBOX_CHANNEL``, relays) of ``queues`` when the current
+        transaction commits (an operator retried or promoted jobs there; a wake a ``WAKE_WINDOW``
+        withheld). SQLite: nothing to send, workers poll."""
 
     def listen(self, *, channel: str, on_wake: Callable[[str], None], queues: Iterable[str] = ()) -> Listener | None:
         """Start listening on ``channel`` (``JOBS_CHANNEL`` for workers, ``OUTBOX_CHANNEL`` for relays)

@@ -252,8 +252,9 @@ SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM steps) AS step
 """
 
 QUEUE_WAKE: LiteralString = """
--- Wake idle workers of these queues at commit (an operator retried or promoted jobs there).
-SELECT count(pg_notify('""" + JOBS_CHANNEL + """', q.queue)) FROM unnest(%(queues)b::text[]) AS q(queue)
+-- Wake idle workers (or relays) of these queues at commit: an operator retried or promoted jobs
+-- there, or a wake the enqueue's WAKE_WINDOW withheld is owed.
+SELECT count(pg_notify(%(channel)s, q.queue)) FROM unnest(%(queues)b::text[]) AS q(queue)
 """
 
 
@@ -393,7 +394,7 @@ class JobStatements(PostgresConnection):
             purged: Purged = cursor.fetchone()
         return purged
 
-    def queue_wake(self, *, queues: Sequence[str]) -> None:
+    def queue_wake(self, *, queues: Sequence[str], channel: str = JOBS_CHANNEL) -> None:
         if queues:
             with self._cursor() as cursor:
-                cursor.execute(QUEUE_WAKE, {"queues": sorted(set(queues))})
+                cursor.execute(QUEUE_WAKE, {"queues": sorted(set(queues)), "channel": channel})

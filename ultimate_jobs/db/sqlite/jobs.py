@@ -15,6 +15,7 @@ from ultimate_jobs.db.states import LIVE, RUNNABLE
 from ultimate_jobs.db.store import (
     ATTEMPT_ERROR_CHARS,
     ATTEMPTS_KEPT,
+    JOBS_CHANNEL,
     ClaimedJob,
     Inserted,
     JobRow,
@@ -281,5 +282,5 @@ class JobStatements(SqliteConnection):
             cursor.execute(JOB_STEP_PURGE_ORPHANS.format(run_ids=", ".join(["%s"] * len(run_ids))), run_ids)
             return Purged(jobs=jobs, steps=cursor.rowcount)
 
-    def queue_wake(self, *, queues: Sequence[str]) -> None:
+    def queue_wake(self, *, queues: Sequence[str], channel: str = JOBS_CHANNEL) -> None:
         """SQLite workers poll: nothing to send."""
