@@ -54,23 +54,23 @@ def test_terminal_dead_letters_on_the_first_attempt_and_says_why() -> None:
 
 
 def test_a_code_registered_terminal_stops_at_once() -> None:
-    register_error_retry({"STORE_DECLINED": "terminal"})
+    register_error_retry({"X_STORE_DECLINED": "terminal"})
     try:
-        r = jobs.coded.enqueue(key="c", code="STORE_DECLINED")
+        r = jobs.coded.enqueue(key="c", code="X_STORE_DECLINED")
         drain()
     finally:
-        _ERROR_CLASSES.pop("STORE_DECLINED")
+        _ERROR_CLASSES.pop("X_STORE_DECLINED")
     job = ops.get_job(r.id)
-    assert (job["state"], job["attempt"], job["error_code"]) == ("dead", 1, "STORE_DECLINED")
+    assert (job["state"], job["attempt"], job["error_code"]) == ("dead", 1, "X_STORE_DECLINED")
 
 
 def test_unclassified_codes_keep_the_schedule(frozen_clock) -> None:
-    r = jobs.coded.enqueue(key="u", code="SOMETHING")
+    r = jobs.coded.enqueue(key="u", code="X_SOMETHING")
     worker = Worker(queues=["default"])
     worker.run_once()
     _settle(worker)
     row = Job.objects.get(id=r.id)
-    assert (row.state, row.attempt, row.error_code) == ("delayed", 1, "SOMETHING")
+    assert (row.state, row.attempt, row.error_code) == ("delayed", 1, "X_SOMETHING")
     assert row.run_at - frozen_clock.now() == timedelta(seconds=1)  # Retry(delay=1s), attempt 1
 
 
