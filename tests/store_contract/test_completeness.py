@@ -53,4 +53,8 @@ def test_both_stores_spell_the_models_live_and_runnable_states() -> None:
     for statement in (postgres.JOB_INSERT_MANY, postgres.JOB_INSERT_ONE, postgres.JOB_LIVE_BY_KEY,
                       sqlite_jobs.JOB_INSERT_MANY, sqlite_jobs.JOB_LIVE_BY_KEY):
         assert live in statement
-    assert runnable in postgres.JOB_CLAIM and runnable in sqlite_jobs.JOB_CLAIM
+    assert runnable in sqlite_jobs.JOB_CLAIM
+    # PostgreSQL's claim walks `ready` rows and due `delayed`/`suspended` rows apart (two partial
+    # indexes, 0010_queue_performance): together exactly the runnable states.
+    assert "c.state = 'ready'" in postgres.JOB_CLAIM and "d.state IN ('delayed', 'suspended')" in postgres.JOB_CLAIM
+    assert set(RUNNABLE_STATES) == {"ready", "delayed", "suspended"}

@@ -107,18 +107,38 @@ SELECT j.id, j.run_id, j.name, coalesce(j.tenant_id, ''), j.idempotency_key
 
 JOB_CLAIM: LiteralString = """
 -- Claim up to %(limit)s runnable jobs of one queue whose code this worker has.
--- The CTE is an optimisation fence so LIMIT bounds the UPDATE; SKIP LOCKED lets workers pass
--- each other; a paused queue yields nothing. Each claim gets a new fencing token.
+-- Two bounded walks, each over a partial index holding live rows only (0010_queue_performance), so
+-- finished rows and rows waiting for a later run_at cost the claim nothing: `ready` rows in claim
+-- order (ultimate_jobs_job_ready), and `delayed`/`suspended` rows that are due, a range on run_at
+-- (ultimate_jobs_job_due). Each walk locks with SKIP LOCKED so workers pass each other; the best
+-- %(limit)s of both are claimed (a row locked by the other walk and not taken is free at commit).
+-- The CTEs are optimisation fences so LIMIT bounds the UPDATE; a paused queue yields nothing.
+-- Each claim gets a new fencing token.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
-picked AS (
-    SELECT c.id FROM ultimate_jobs_job AS c, t
-     WHERE c.queue = %(queue)s AND c.state IN """ + RUNNABLE + """ AND c.run_at <= t.now
+ready AS (
+    SELECT c.id, c.priority, c.run_at FROM ultimate_jobs_job AS c
+     WHERE c.queue = %(queue)s AND c.state = 'ready' AND c.run_at <= coalesce(%(now)s::timestamptz, now())
        AND c.name = ANY(%(names)b::text[])
        AND (c.tenant_id IS NULL OR NOT c.tenant_id = ANY(%(blocked)b::text[]))
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause AS p WHERE p.queue = %(queue)s)
      ORDER BY c.priority, c.run_at, c.id
      LIMIT %(limit)s
-       FOR UPDATE OF c SKIP LOCKED)
+       FOR UPDATE OF c SKIP LOCKED),
+due AS (
+    SELECT d.id, d.priority, d.run_at FROM ultimate_jobs_job AS d
+     WHERE d.queue = %(queue)s AND d.state IN ('delayed', 'suspended')
+       AND d.run_at <= coalesce(%(now)s::timestamptz, now())  -- an index bound, not a join filter on t
+       AND d.name = ANY(%(names)b::text[])
+       AND (d.tenant_id IS NULL OR NOT d.tenant_id = ANY(%(blocked)b::text[]))
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queuepause AS p WHERE p.queue = %(queue)s)
+     ORDER BY d.run_at
+     LIMIT %(limit)s
+       FOR UPDATE OF d SKIP LOCKED),
+picked AS (
+    SELECT w.id FROM (SELECT r.id, r.priority, r.run_at FROM ready AS r
+                      UNION ALL SELECT u.id, u.priority, u.run_at FROM due AS u) AS w
+     ORDER BY w.priority, w.run_at, w.id
+     LIMIT %(limit)s)
 UPDATE ultimate_jobs_job AS j
    SET state = 'running', attempt = j.attempt + 1, claimed_by = %(worker_id)s, claim = gen_random_uuid(),
        visible_at = t.now + %(visibility)s * interval '1 second',
