@@ -5,21 +5,34 @@
 
     createdb -h 127.0.0.1 -U postgres uj_demo
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/uj_demo make demo
+
+Without django-environ (a plain ``pip install ultimate-jobs``, as scripts/plain_install_check.sh
+runs it) the settings are the defaults below, on SQLite; ``DATABASE_URL`` then needs django-environ.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-import environ
-
 BASE_DIR = Path(__file__).resolve().parent.parent
+SQLITE_URL = f"sqlite:///{BASE_DIR / 'example_project' / 'db.sqlite3'}"
 
-env = environ.Env(DEBUG=(bool, True))
-
-SECRET_KEY = env("SECRET_KEY", default="example-project-insecure-key-do-not-deploy")
-DEBUG = env("DEBUG")
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1"])
+try:
+    import environ
+except ImportError:  # not a dependency of ultimate-jobs: the defaults, on SQLite
+    if os.environ.get("DATABASE_URL"):
+        raise RuntimeError("DATABASE_URL needs django-environ: pip install django-environ") from None
+    SECRET_KEY = os.environ.get("SECRET_KEY", "example-project-insecure-key-do-not-deploy")
+    DEBUG = True
+    ALLOWED_HOSTS = ["localhost", "127.0.0.1"]
+    database = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(BASE_DIR / "example_project" / "db.sqlite3")}
+else:
+    env = environ.Env(DEBUG=(bool, True))
+    SECRET_KEY = env("SECRET_KEY", default="example-project-insecure-key-do-not-deploy")
+    DEBUG = env("DEBUG")
+    ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1"])
+    database = env.db_url("DATABASE_URL", default=SQLITE_URL)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -55,9 +68,7 @@ TEMPLATES = [{
     ]},
 }]
 
-DATABASES = {
-    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'example_project' / 'db.sqlite3'}"),
-}
+DATABASES = {"default": database}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The worker and the web process write to one file: wait for the lock instead of failing
     # at once, and take the write lock when a transaction begins (Django >= 5.1), so two
