@@ -297,9 +297,11 @@ class JobHandle(Generic[P, R]):
         if self._concurrency_key is None:
             return self.name
         key = self._concurrency_key.render(values)
-        if not isinstance(key, str) or not key or len(key) > 200:
-            raise JobsError(X_JOB_DECLARATION_INVALID, f"{self.name}: the concurrency key rendered {key!r}; it "
-                            "must be a non-empty string of at most 200 characters.")
+        # The stored key is "<name>:<key>" in a 200-character column: the name's length counts too.
+        if (not isinstance(key, str) or not key or len(self.name) + 1 + len(key) > 200 or "\x00" in key):
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"{self.name}: the concurrency key rendered {key!r:.80}; it "
+                            f"must be a non-empty string without NUL of at most {199 - len(self.name)} characters "
+                            "(the stored key is '<job name>:<key>', at most 200).")
         return f"{self.name}:{key}"
 
     def render(self, values: Mapping[str, Any]) -> JobInput:

@@ -112,14 +112,18 @@ class EnqueueOptions:
                             "Pass django.utils.timezone.now() + timedelta(...), never a naive datetime.")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise JobsError(X_JOB_INPUT_INVALID, f"priority={priority!r} must be an int.")
-        if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id or len(tenant_id) > 200):
-            raise JobsError(X_JOB_INPUT_INVALID, f"tenant_id={tenant_id!r} must be a non-empty string.")
+        if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id or len(tenant_id) > 200
+                                      or "\x00" in tenant_id):
+            raise JobsError(X_JOB_INPUT_INVALID, f"tenant_id={tenant_id!r:.80} must be a non-empty string of at most "
+                            "200 characters without NUL.")
         if database is not None and database not in connections.settings:
             raise JobsError(X_JOB_INPUT_INVALID, f"database={database!r} is not in DATABASES.")
         enqueuer_tenant = None
         by: str | None = None
         if enqueued_by is not None:
             by = str(getattr(enqueued_by, "pk", None) or enqueued_by)[:200]
+            if "\x00" in by:  # PostgreSQL cannot store NUL in text: refused here, not by the database
+                raise JobsError(X_JOB_INPUT_INVALID, f"enqueued_by={by!r:.80} holds a NUL character.")
             tenant_of = get_settings().TENANT_OF
             if tenant_of:
                 try:
@@ -127,8 +131,7 @@ class EnqueueOptions:
                 except ImportError as exc:
                     raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['TENANT_OF']={tenant_of!r} cannot be "
                                     f"imported: {exc}.") from None
-                found = resolver(enqueued_by)
-                enqueuer_tenant = None if found is None else str(found)
+                enqueuer_tenant = _tenant_answer(tenant_of, resolver(enqueued_by))
         return cls(delay=delay_s, run_at=run_at, queue=None if queue is None else check_queue_name(queue),
                    priority=priority, tenant_id=tenant_id,
                    run_id=None if run_id is None else parse_uuid(run_id, subject="run_id"),
@@ -157,6 +160,20 @@ class EnqueueOptions:
                       idempotency_key=key, tenant_id=claimed if claimed is not None else job.tenant_id,
                       enqueued_by=self.enqueued_by, max_attempts=job.max_attempts, delay=self.delay,
                       run_at=self.run_at, concurrency_key=job.concurrency_key, traceparent=current_traceparent())
+
+
+def _tenant_answer(path: str, found: object) -> str | None:
+    """``TENANT_OF``'s answer as a tenant id: None, an int or a UUID (a key, as a string), or 1-200
+    characters without NUL; anything else is the setting's fault (``X_CONFIG_INVALID``)."""
+    if found is None:
+        return None
+    if isinstance(found, int | UUID) and not isinstance(found, bool):
+        return str(found)
+    if not isinstance(found, str) or not 1 <= len(found) <= 200 or "\x00" in found:
+        raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['TENANT_OF']={path!r} answered {found!r:.80}, which is "
+                        "not a tenant id.", "Return the user's tenant id (a string of 1-200 characters without "
+                        "NUL, an int or a UUID), or None for a user of no tenant.")
+    return found
 
 
 def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = False) -> list[EnqueueResult]:

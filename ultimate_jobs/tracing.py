@@ -30,7 +30,7 @@ from typing import Any
 
 from ultimate_jobs.redact import REDACTED, redact_text
 
-_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")
 
 
 @functools.cache

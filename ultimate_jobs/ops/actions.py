@@ -51,6 +51,7 @@ from ultimate_jobs.errors import (
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import JobStep, OutboxEntry
 from ultimate_jobs.models.jobs import LIVE_STATES, STATES, TERMINAL_STATES
+from ultimate_jobs.names import check_text
 from ultimate_jobs.ops import audit
 from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias, filter_jobs, jobs, write_now
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ultimate_jobs")
 
 MAX_BULK = 1_000
+MAX_REASON_CHARS = 1_000  # a cancel's reason; X_TEXT_INVALID past it (or holding NUL)
 _RUNNING_FIX = "Cancel it (ops.cancel_job / `jobs cancel`); it stops at its next heartbeat, then retry or remove it."
 
 
@@ -131,10 +133,13 @@ def cancel_job(job_id: str | UUID, reason: str | None = None, *, by: Actor = Non
 
     A ready, delayed or suspended job never runs again; a running one is cancelled at its
     worker's next heartbeat (the body sees ``ctx.cancelled``), and its settle, fenced on
-    ``state = 'running'``, cannot undo the cancel. Raise ``X_JOB_NOT_FOUND`` or
-    ``X_JOB_NOT_CANCELLABLE`` (the job had already finished).
+    ``state = 'running'``, cannot undo the cancel. Raise ``X_JOB_NOT_FOUND``,
+    ``X_JOB_NOT_CANCELLABLE`` (the job had already finished) or ``X_TEXT_INVALID`` (a ``reason``
+    over 1,000 characters or holding NUL; nothing is written).
     """
     key = parse_uuid(job_id, subject="job id")
+    if reason is not None:  # before anything is written: PostgreSQL cannot store NUL in text
+        check_text(reason, subject="reason", max_chars=MAX_REASON_CHARS)
     actor = audit.who(by)
     note = f"cancelled by {actor or 'an operator'}" + (f": {reason}" if reason else "")
     with transaction.atomic(using=alias()):

@@ -25,8 +25,8 @@ from ultimate_jobs.ops.rows import id_prefix_range, jobs
 
 SHOWN = 10
 SCAN = 100_000  # ids read for one short form; a busier minute asks for more characters
-_SHORT = re.compile(r"^([0-9a-f-]{1,36})(?:\u2026|\.\.\.)([0-9a-f-]{1,32})$")
-_WHOLE = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+_SHORT = re.compile(r"^([0-9a-f-]{1,36})(?:\u2026|\.\.\.)([0-9a-f-]{1,32})\Z")  # \Z: $ passes a trailing \n
+_WHOLE = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\Z")
 
 
 def short_form(job_id: str) -> str:

@@ -26,7 +26,7 @@ from ultimate_jobs.models import Job
 from ultimate_jobs.models.jobs import STATES
 from ultimate_jobs.redact import redact, redact_text
 
-_HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
+_HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}\Z")  # \Z: $ would pass a trailing newline
 
 ROW_FIELDS = (
     "id", "run_id", "name", "queue", "priority", "state", "payload", "idempotency_key", "tenant_id",
