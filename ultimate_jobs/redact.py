@@ -59,7 +59,7 @@ def redact(value: Any, *, sensitive: bool = False) -> Any:
 def _walk(value: Any, keys: tuple[str, ...]) -> Any:
     if isinstance(value, dict):
         paired = any(k in _PAIR_NAMES and isinstance(v, str) and _secret(v, keys) for k, v in value.items())
-        return {k: (REDACTED if (isinstance(k, str) and _secret(k, keys)) or (paired and k == "value")
+        return {k: (REDACTED if (isinstance(k, str) and _secret(k, keys, v)) or (paired and k == "value")
                     else _walk(v, keys)) for k, v in value.items()}
     if isinstance(value, list | tuple):
         if len(value) == 2 and isinstance(value[0], str) and _secret(value[0], keys):
@@ -70,9 +70,19 @@ def _walk(value: Any, keys: tuple[str, ...]) -> Any:
     return value
 
 
-def _secret(key: str, keys: tuple[str, ...]) -> bool:
+def _secret(key: str, keys: tuple[str, ...], value: Any = None) -> bool:
+    """Whether ``key`` holds a secret: it contains a fragment of ``keys``. One exception: a number
+    under the fragment's plural (``{"sessions": 3}``, ``{"tokens": 1200}``) is a count, not a secret."""
     normalized = _norm(key)
-    return any(k in normalized for k in keys)
+    count = isinstance(value, int | float) and not isinstance(value, bool)
+    for fragment in keys:
+        start = normalized.find(fragment)
+        while start >= 0:
+            end = start + len(fragment)
+            if not (count and normalized[end:end + 1] == "s" and normalized[end + 1:end + 2] in ("", "_")):
+                return True
+            start = normalized.find(fragment, start + 1)
+    return False
 
 
 @functools.lru_cache(maxsize=8)

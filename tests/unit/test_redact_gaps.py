@@ -106,3 +106,10 @@ def test_replacing_the_defaults_is_a_check_warning() -> None:
 def test_sensitive_text_is_redacted_whole() -> None:
     assert redact_text("ValueError: card 4111", sensitive=True) == REDACTED
     assert redact_text(None, sensitive=True) is None
+
+
+def test_a_count_under_a_plural_key_is_not_a_secret() -> None:
+    assert redact({"sessions": 3, "tokens": 1200, "token": 12345, "sessions_kept": 2.5}) == {
+        "sessions": 3, "tokens": 1200, "token": REDACTED, "sessions_kept": 2.5}
+    assert redact({"sessions": ["abc"], "secrets": "s3", "session": 7, "cookies": True}) == {
+        "sessions": REDACTED, "secrets": REDACTED, "session": REDACTED, "cookies": REDACTED}
