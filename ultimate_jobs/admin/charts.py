@@ -61,7 +61,7 @@ def bar_chart(series: Series, label: str) -> SafeString:
         LEFT, TOP + plot_h, WIDTH, TOP + plot_h,
         LEFT - 4, TOP + 9, _rate(top, width),
         LEFT - 4, TOP + plot_h,
-        LEFT, HEIGHT - 3, f"{start:%H:%M}",
+        LEFT, HEIGHT - 3, f"{start:%b %d %H:%M}" if count * width > 3 * 3600 else f"{start:%H:%M}",
         WIDTH, HEIGHT - 3, f"{end:%H:%M}")
     return format_html(
         '<svg class="uj-chart" role="img" viewBox="0 0 {} {}" aria-label="{}">'

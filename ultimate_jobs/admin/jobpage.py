@@ -53,8 +53,10 @@ def duration(start: Any, end: Any) -> str:
     if began is None or ended is None:
         return EMPTY
     seconds = max(0.0, (ended - began).total_seconds())
-    if seconds < 60:
+    if seconds < 10:
         return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
