@@ -94,11 +94,11 @@ from ultimate_jobs.ops.types import (
 
 __all__ = [
     "BackfillRunInfo", "BulkResult", "CounterBucket", "CounterTotal", "Counters", "DoctorCheck", "DoctorReport",
-    "JobDetail", "JobPage", "JobStepInfo", "JobSummary", "MAX_BULK", "MAX_PAGE", "PausedQueue", "QueuePaused",
-    "QueueResumed", "QueueStats", "RemovedJob", "ScheduledTask", "TaskFire", "WorkerInfo", "backfill_runs",
-    "cancel_job", "counter_totals", "counters", "doctor", "enqueue_backfill", "gate_backfill", "get_job", "list_jobs",
-    "next_task_run", "pause_queue", "pause_task", "paused_queues", "paused_tasks", "pending_backfills", "promote_job",
-    "promote_many", "queue_stats", "remove_job", "remove_many", "requeue_many", "resolve_step", "resume_queue",
-    "resume_task", "retry_job", "scheduled_tasks", "task_fires", "workers",
-    "Overview", "matching_job_ids", "overview", "resolve_job_id", "short_form",
+    "JobDetail", "JobPage", "JobStepInfo", "JobSummary", "MAX_BULK", "MAX_PAGE", "Overview", "PausedQueue",
+    "QueuePaused", "QueueResumed", "QueueStats", "RemovedJob", "ScheduledTask", "TaskFire", "WorkerInfo",
+    "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "enqueue_backfill", "gate_backfill",
+    "get_job", "list_jobs", "matching_job_ids", "next_task_run", "overview", "pause_queue", "pause_task",
+    "paused_queues", "paused_tasks", "pending_backfills", "promote_job", "promote_many", "queue_stats", "remove_job",
+    "remove_many", "requeue_many", "resolve_job_id", "resolve_step", "resume_queue", "resume_task", "retry_job",
+    "scheduled_tasks", "short_form", "task_fires", "workers",
 ]
