@@ -86,4 +86,8 @@ class Command(BaseCommand):
             background.stop()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker stopped: claimed={stats['claimed']} settled={stats['settled']} "
-                              f"interrupted={stats['interrupted']} shed={stats['shed']} lost={stats['lost']}")
+                              f"interrupted={stats['interrupted']} shed={stats['shed']} lost={stats['lost']}"
+                              # lost: attempts whose outcome was discarded because the row stopped being
+                              # this worker's (an operator's cancel, or a lapsed lease another worker took).
+                              + (" (lost: results not stored because the job was cancelled or reclaimed "
+                                 "meanwhile; see jobs.settle.lost in the log)" if stats["lost"] else ""))
