@@ -86,17 +86,24 @@ class ModelLedger:
         return f"<ModelLedger database={self.alias!r}>"
 
     def record(self, delivery: Delivery) -> None:
-        """Write the attempt's row and move the endpoint's count, in one transaction."""
+        """Write the attempt's row and move the endpoint's count (a failure: in one transaction)."""
         now = clock.now()
+        row = WebhookDelivery(
+            name=delivery.name, job_id=delivery.job_id, tenant_id=delivery.tenant_id,
+            endpoint_id=delivery.endpoint_id, event_id=delivery.event_id, topic=delivery.topic[:200],
+            attempt=delivery.attempt, status_code=delivery.status_code, duration_ms=delivery.duration_ms,
+            error_code=delivery.error_code, delivered_at=delivery.delivered_at)
+        if delivery.ok:
+            # The common case in two statements, no transaction: a reset that did not land leaves a
+            # count too high by the failures before this success, never one too low.
+            row.save(using=self.alias, force_insert=True)
+            WebhookEndpointState.objects.using(self.alias).filter(
+                endpoint_id=delivery.endpoint_id, consecutive_failures__gt=0).update(
+                consecutive_failures=0, last_error_code=None, updated_at=now)
+            return
         with transaction.atomic(using=self.alias):
-            WebhookDelivery.objects.using(self.alias).create(
-                name=delivery.name, job_id=delivery.job_id, tenant_id=delivery.tenant_id,
-                endpoint_id=delivery.endpoint_id, event_id=delivery.event_id, topic=delivery.topic[:200],
-                attempt=delivery.attempt, status_code=delivery.status_code, duration_ms=delivery.duration_ms,
-                error_code=delivery.error_code, delivered_at=delivery.delivered_at)
-            if delivery.ok:
-                self._state(delivery.endpoint_id, now, consecutive_failures=0, last_error_code=None)
-            elif delivery.error_code in COUNTED:
+            row.save(using=self.alias, force_insert=True)
+            if delivery.error_code in COUNTED:
                 self._state(delivery.endpoint_id, now, consecutive_failures=F("consecutive_failures") + 1,
                             last_error_code=delivery.error_code)
 
