@@ -53,7 +53,7 @@ def unserializable() -> object:
 @task(takes_context=True)
 def with_context(context: TaskContext, value: int) -> dict[str, Any]:
     return {"id": context.task_result.id, "attempt": context.attempt, "value": value,
-            "status": str(context.task_result.status)}
+            "status": str(context.task_result.status), "workers": list(context.task_result.worker_ids)}
 
 
 @task()

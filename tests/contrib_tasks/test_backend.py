@@ -177,10 +177,10 @@ def test_a_tuple_argument_reads_back_as_a_list() -> None:
 
 def test_takes_context_gives_the_task_context_of_this_result() -> None:
     result = tasks.with_context.enqueue(7)
-    drain()
+    drain(worker_id="w-context")
     result.refresh()
     assert result.return_value == {"id": result.id, "attempt": 1, "value": 7,
-                                   "status": str(TaskResultStatus.RUNNING)}
+                                   "status": str(TaskResultStatus.RUNNING), "workers": ["w-context"]}
 
 
 def test_the_frameworks_signals_are_sent_with_the_result() -> None:

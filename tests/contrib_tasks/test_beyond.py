@@ -3,17 +3,20 @@ retries with backoff, durable steps through job_context, idempotency keys, redac
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import transaction
 from django.test import override_settings
+from django.utils import timezone
 
 from tests.contrib_tasks import tasks
 from tests.contrib_tasks.conftest import drain
 from ultimate_jobs import Retry, ops
 from ultimate_jobs.contrib.tasks import UltimateJobsBackend, job_context
 from ultimate_jobs.contrib.tasks.framework import TaskResultStatus, task_backends
+from ultimate_jobs.db import store_for
 from ultimate_jobs.errors import X_TASK_CONTEXT_INVALID, X_TASK_RETRY, X_TASKS_UNAVAILABLE, JobsError
 from ultimate_jobs.models import Job, OutboxEntry
 from ultimate_jobs.outbox import Relay
@@ -125,3 +128,29 @@ def test_without_any_tasks_framework_the_import_names_the_extra(monkeypatch: pyt
     with pytest.raises(JobsError) as caught:
         importlib.import_module("ultimate_jobs.contrib.tasks.framework")
     assert caught.value.code == X_TASKS_UNAVAILABLE and "ultimate-jobs[tasks]" in caught.value.fix
+
+
+def test_a_task_whose_worker_died_is_rescued_not_left_running() -> None:
+    result = tasks.flaky.enqueue(0, "rescued")  # a 3-attempt policy: the lapsed attempt is retried
+    store = store_for(None)
+    store.job_claim(queue="default", names=["django_tasks"], limit=1, worker_id="w-died", visibility=30, now=None)
+    result.refresh()
+    assert (result.status, result.worker_ids) == (TaskResultStatus.RUNNING, ["w-died"])
+    Job.objects.filter(id=result.id).update(visible_at=timezone.now() - timedelta(minutes=1))  # the lease lapsed
+    store.job_rescue(now=None, names=["django_tasks"], no_dead_letter=[])
+    result.refresh()
+    assert result.status == TaskResultStatus.READY
+    assert [e.exception_class_path for e in result.errors] == ["ultimate_jobs.errors.JobsError"]
+    assert "w-died" in result.errors[0].traceback
+    drain(worker_id="w-alive")
+    result.refresh()
+    assert (result.status, result.worker_ids) == (TaskResultStatus.SUCCESSFUL, ["w-died", "w-alive"])
+
+
+def test_an_operator_cancels_a_waiting_task_and_it_reads_failed() -> None:
+    result = tasks.record.using(run_after=timezone.now() + timedelta(hours=1)).enqueue("never")
+    ops.cancel_job(result.id, reason="customer left")
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.is_finished
+    drain()
+    assert tasks.CALLS == []

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ultimate_jobs.conf import get_settings
@@ -74,17 +75,16 @@ class UltimateJobsBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unus
         key = self.key(task, args_json, kwargs_json) if self.key is not None else None
         payload = {"task": task.module_path, "args": args_json, "kwargs": kwargs_json, "backend": self.alias,
                    "key": str(key) if key is not None else str(uuid7()), "priority": task.priority,
-                   "run_after": task.run_after.isoformat() if task.run_after is not None else None}
+                   "run_after": task.run_after.isoformat() if task.run_after is not None else None,
+                   "enqueued_at": timezone.now().isoformat()}
         bound = run_task.using(queue=task.queue_name, priority=-task.priority, run_at=task.run_after,
                                database=self.database)
         row = dataclasses.replace(bound.row(payload), max_attempts=retry_for(task, self).attempts)
         written = submit([row], database=self.database or get_settings().DATABASE)[0]
-        result = results.from_row({
-            "id": written.id, "queue": task.queue_name, "state": "staged" if written.staged else "ready",
-            "payload": payload, "result": None, "attempt": 0, "claimed_by": None, "attempts": [],
-            "created_at": _now(), "started_at": None, "finished_at": None})
         if written.deduped:
             result = self.get_result(str(written.id))
+        else:
+            result = results.enqueued(task, str(written.id), args_json, kwargs_json, self.alias)
         task_enqueued.send(type(self), task_result=result)
         return result
 
@@ -99,12 +99,6 @@ def _round_trip(value: Any) -> Any:
     if json.loads(json.dumps(normalized)) != normalized:
         raise TypeError(f"Task arguments must survive a JSON round trip unchanged: {value!r}")
     return normalized
-
-
-def _now() -> Any:
-    from django.utils import timezone
-
-    return timezone.now()
 
 
 __all__ = ["UltimateJobsBackend"]

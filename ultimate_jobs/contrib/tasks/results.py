@@ -75,22 +75,79 @@ def from_row(row: dict[str, Any]) -> TaskResult:
     return result
 
 
-def running(ctx: JobContext, task: Any, *, args: list[Any], kwargs: dict[str, Any], backend: str,
-            priority: int) -> TaskResult:
-    """The ``TaskResult`` a running attempt hands its signals and ``TaskContext``: the row's history
-    so far, this attempt's worker last."""
+def enqueued(task: Any, result_id: str, args: list[Any], kwargs: dict[str, Any], backend: str) -> TaskResult:
+    """The ``TaskResult`` an enqueue answers: READY, nothing run yet."""
     from django.utils import timezone
 
+    return TaskResult(task=task, id=result_id, status=TaskResultStatus.READY, enqueued_at=timezone.now(),
+                      started_at=None, finished_at=None, last_attempted_at=None, args=args, kwargs=kwargs,
+                      backend=backend, errors=[], worker_ids=[])
+
+
+def running(ctx: JobContext, task: Any, *, args: list[Any], kwargs: dict[str, Any], backend: str,
+            priority: int, enqueued_at: str | None) -> TaskResult:
+    """The ``TaskResult`` a running attempt hands its signals and ``TaskContext``: the row's history
+    so far, this attempt's worker last. A first attempt reads nothing (no history yet; its worker id
+    is read only if something looks at it): a read per task would cost more than a no-op task."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    if ctx.attempt == 1:
+        return TaskResult(task=_as_enqueued(task, priority, ctx.queue), id=str(ctx.job_id),
+                          status=TaskResultStatus.RUNNING, enqueued_at=_when(enqueued_at), started_at=now,
+                          finished_at=None, last_attempted_at=now, args=args, kwargs=kwargs, backend=backend,
+                          errors=[], worker_ids=_Workers(ctx.job_id, ctx.attempt))
     row = Job.objects.using(get_settings().DATABASE).filter(id=ctx.job_id).values(*_FIELDS).first() or {}
     history = list(row.get("attempts") or [])
-    now = timezone.now()
     result: TaskResult = TaskResult(
-        task=task.using(priority=priority, queue_name=ctx.queue), id=str(ctx.job_id),
-        status=TaskResultStatus.RUNNING, enqueued_at=row.get("created_at"), started_at=row.get("started_at") or now,
-        finished_at=None, last_attempted_at=now, args=args, kwargs=kwargs, backend=backend,
-        errors=[_error(entry) for entry in history if entry.get("outcome") != "done"],
+        task=_as_enqueued(task, priority, ctx.queue), id=str(ctx.job_id),
+        status=TaskResultStatus.RUNNING, enqueued_at=_when(enqueued_at) or row.get("created_at"),
+        started_at=row.get("started_at") or now, finished_at=None, last_attempted_at=now, args=args, kwargs=kwargs,
+        backend=backend, errors=[_error(entry) for entry in history if entry.get("outcome") != "done"],
         worker_ids=[*(str(entry.get("worker") or "") for entry in history), row.get("claimed_by") or ""])
     return result
+
+
+class _Workers(list[str]):
+    """A running first attempt's ``worker_ids``: its length (the attempt count, what
+    ``TaskContext.attempt`` reads) is known; the ids are read from the row on first look."""
+
+    def __init__(self, job_id: Any, attempts: int) -> None:
+        super().__init__()
+        self._job_id, self._attempts, self._loaded = job_id, attempts, False
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            row = (Job.objects.using(get_settings().DATABASE).filter(id=self._job_id)
+                   .values("claimed_by", "attempts").first() or {})
+            history = [str(entry.get("worker") or "") for entry in row.get("attempts") or []]
+            self.extend([*history, row.get("claimed_by") or ""][-self._attempts:])
+
+    def __len__(self) -> int:
+        return self._attempts if not self._loaded else super().__len__()
+
+    def __iter__(self) -> Any:
+        self._load()
+        return super().__iter__()
+
+    def __getitem__(self, index: Any) -> Any:
+        self._load()
+        return super().__getitem__(index)
+
+    def __eq__(self, other: object) -> bool:
+        self._load()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        self._load()
+        return super().__repr__()
+
+    def append(self, value: str) -> None:
+        self._load()
+        super().append(value)
 
 
 def finished(result: TaskResult, status: Any, value: Any) -> None:
@@ -100,6 +157,13 @@ def finished(result: TaskResult, status: Any, value: Any) -> None:
     object.__setattr__(result, "status", status)
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)
+
+
+def _as_enqueued(task: Any, priority: int, queue: str) -> Any:
+    """``task`` with the options it was enqueued under (``using()`` validates again: only if they differ)."""
+    if (task.priority, task.queue_name) == (priority, queue):
+        return task
+    return task.using(priority=priority, queue_name=queue)
 
 
 def _task(payload: dict[str, Any], row: dict[str, Any]) -> Any:
