@@ -7,6 +7,15 @@ limit is left out of the claim; an over-claim is shed back to ``ready`` uncounte
 statement that settles what finished and claims into the free slots. A claim whose answer was
 lost (a dropped connection) is reconciled before the next claim.
 
+Prefetch: while bodies are short (a moving average under ``PREFETCH_RUN_MAX``), a worker whose
+concurrency is one shared number, with no ``max_in_flight`` and no ``LIMITS``, claims up to
+``PREFETCH`` times its slots past them, so one round trip and one commit carry several jobs per
+slot. Bodies still run ``concurrency`` at a time (the pool has that many threads; ``async def``
+bodies wait on a semaphore of that size); a claimed run waits its turn holding its lease (renewed
+with the others), its ``timeout`` counted from when its body starts. A run claimed past the slots
+whose token is set before its body starts (a drain, a lost lease) goes back to ``ready`` uncounted:
+its body never ran. Long bodies turn prefetch off, so a claimed job never waits behind one for long.
+
 Logged events: ``jobs.claim.failed``, ``jobs.worker.shed``, ``jobs.claim.reconciled``,
 ``jobs.reconcile.failed``.
 """
@@ -15,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
+from uuid import UUID
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
@@ -33,6 +44,10 @@ from ultimate_jobs.runtime.slots import FleetSlots
 from ultimate_jobs.runtime.threads import EventLoopThread, Pool
 
 log = logging.getLogger("ultimate_jobs")
+
+PREFETCH = 3  # claim up to this many times the slots beyond them while bodies are short
+PREFETCH_RUN_MAX = 0.02  # seconds: a moving average of body time above this turns prefetch off
+_AVERAGE_WEIGHT = 0.1  # each finished body's share of the moving average
 
 
 def parse_concurrency(value: int | Mapping[str, int] | str | None, queues: Sequence[str]) -> dict[str, int] | int:
@@ -65,7 +80,7 @@ class Claims:
     def __init__(self, *, store: Store, alias: str, worker_id: str, visibility: float, queues: list[str],
                  concurrency: dict[str, int] | int, capacity: int, limits: ProcessLimits, slots: FleetSlots,
                  holdings: Holdings, settler: Settler, on_db_error: Callable[[str, BaseException], None],
-                 db_errors: tuple[type[Exception], ...]) -> None:
+                 db_errors: tuple[type[Exception], ...], prefetch: bool = False) -> None:
         self.store = store
         self.alias = alias
         self.worker_id = worker_id
@@ -84,14 +99,26 @@ class Claims:
         self._rotation = 0
         self._pool: Pool | None = None
         self._loop: EventLoopThread | None = None
+        self._async_gate: asyncio.Semaphore | None = None
+        self._waiting: set[UUID] = set()  # claimed past the slots: waiting for a body thread
+        self.prefetch = prefetch and isinstance(concurrency, int) and not limits.active
+        # Moving average of body seconds (written by body threads; a float store is atomic). It starts
+        # high: prefetch begins once some 40 bodies have shown they are short.
+        self.body_time = 1.0
+
+    def claim_capacity(self) -> int:
+        """How many runs this worker may hold: its slots, and while bodies are short its prefetch too."""
+        if self.prefetch and self.body_time < PREFETCH_RUN_MAX:
+            return self.capacity * (1 + PREFETCH)
+        return self.capacity
 
     def free_capacity(self) -> int:
-        return self.capacity - len(self.holdings.runs) - len(self.holdings.abandoned)
+        return self.claim_capacity() - len(self.holdings.runs) - len(self.holdings.abandoned)
 
     def free_slots(self) -> dict[str, int]:
         """Free slots per queue for this pass, split so no queue starves."""
         held = self.holdings.held()  # runs settling in this pass's transaction have free slots already
-        free = self.capacity - len(held) - len(self.holdings.abandoned)
+        free = self.claim_capacity() - len(held) - len(self.holdings.abandoned)
         if free <= 0:
             return {}
         if isinstance(self.concurrency, dict):
@@ -149,10 +176,14 @@ class Claims:
         started = []
         # Per-tenant counts are taken once per pass and kept current as runs start.
         by_tenant = count(r.claimed.tenant_id for r in holdings.held()) if self.limits.active else {}
+        busy = len(holdings.held())
         for row in (row for rows in claimed.values() for row in rows):
             if self.limits.active and not self.limits.admit(row.tenant_id, by_tenant):
                 self._shed(row)
                 continue
+            if busy >= self.capacity:
+                self._waiting.add(row.id)
+            busy += 1
             started.append(self._start(row))
             if row.tenant_id is not None:
                 by_tenant[row.tenant_id] = by_tenant.get(row.tenant_id, 0) + 1
@@ -187,8 +218,6 @@ class Claims:
         handle = get_job_handle(claimed.name)
         assert handle is not None  # the claim asked only for registered names
         run = Run(claimed=claimed, handle=handle)
-        if handle.timeout is not None:
-            run.deadline = run.started + handle.timeout
         self.holdings.runs[claimed.id] = run
         if handle.is_async:
             if self._loop is None:
@@ -200,8 +229,26 @@ class Claims:
             self._pool.submit(lambda: self._execute(run))
         return run
 
+    def _begin(self, run: Run) -> bool:
+        """A run's body is about to start: answer False (and hand it back) when it was claimed past
+        the slots and its token was set while it waited its turn; else start its clocks."""
+        waited = run.id in self._waiting
+        self._waiting.discard(run.id)
+        if waited and run.token.is_set():
+            run.outcome = Settlement(run.claimed.id, run.claimed.claim, "ready", uncount=True)
+            return False
+        if run.handle.timeout is not None:
+            run.deadline = time.monotonic() + run.handle.timeout
+        return True
+
+    def _ran(self, began: float) -> None:
+        self.body_time += (time.monotonic() - began - self.body_time) * _AVERAGE_WEIGHT
+
     def _execute(self, run: Run) -> None:
         try:
+            if not self._begin(run):
+                return
+            began = time.monotonic()
             busy = self.slots.acquire(run)
             if busy is not None:
                 run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)  # a refusal reaches on_settled
@@ -210,20 +257,28 @@ class Claims:
                 run.outcome = run_attempt(run.handle, run.claimed, run.token, alias=self.alias)
             finally:
                 self.slots.release(run)
+                self._ran(began)
         finally:
             self.holdings.finish(run)
 
     async def _execute_async(self, run: Run) -> None:
+        if self._async_gate is None:  # created on the loop's thread, where it is used
+            self._async_gate = asyncio.Semaphore(self.capacity)
         try:
-            busy = await asyncio.to_thread(self.slots.acquire, run) if run.handle.concurrency else None
-            if busy is not None:
-                run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)
-                return
-            try:
-                run.outcome = await run_attempt_async(run.handle, run.claimed, run.token, alias=self.alias)
-            finally:
-                if run.slot is not None:
-                    await asyncio.to_thread(self.slots.release, run)
+            async with self._async_gate:  # prefetched runs wait here: ``capacity`` bodies at a time
+                if not self._begin(run):
+                    return
+                began = time.monotonic()
+                busy = await asyncio.to_thread(self.slots.acquire, run) if run.handle.concurrency else None
+                if busy is not None:
+                    run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)
+                    return
+                try:
+                    run.outcome = await run_attempt_async(run.handle, run.claimed, run.token, alias=self.alias)
+                finally:
+                    if run.slot is not None:
+                        await asyncio.to_thread(self.slots.release, run)
+                    self._ran(began)
         finally:
             self.holdings.finish(run)
 

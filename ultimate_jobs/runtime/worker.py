@@ -28,7 +28,7 @@ worker:`` starts nothing; on exit it drains what it holds and stops its threads.
 
 Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.draining``,
 ``jobs.worker.drain-abandoned``, ``jobs.claim.failed``, ``jobs.settle.failed``,
-``jobs.settle.lost``, ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
+``jobs.settle.lost``, ``jobs.settle.refused``, ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
 ``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``,
 ``jobs.worker.presence-failed`` (its ``WorkerHeartbeat`` row, written once per heartbeat
 interval by ``presence.Presence``), ``jobs.worker.task-failed``.
@@ -121,7 +121,8 @@ class Worker(LoopedService):
         self.claims = Claims(store=self.store, alias=self.alias, worker_id=self.worker_id, visibility=self.visibility,
                              queues=self.queues, concurrency=self.concurrency, capacity=self.capacity,
                              limits=ProcessLimits(conf.LIMITS), slots=slots, holdings=self.holdings,
-                             settler=self.settler, on_db_error=self._db_failed, db_errors=_DB_ERRORS)
+                             settler=self.settler, on_db_error=self._db_failed, db_errors=_DB_ERRORS,
+                             prefetch=cap is None)
         self.leases = LeaseKeeper(store=self.store, alias=self.alias, worker_id=self.worker_id,
                                   visibility=self.visibility, interval=self.heartbeat_interval,
                                   holdings=self.holdings, slots=slots, presence=self.presence, settler=self.settler,
