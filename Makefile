@@ -17,6 +17,7 @@ EXTRA_PIP ?=
 PYTEST_ARGS ?=
 
 PY := $(VENV)/bin/python
+comma := ,
 STAMP := $(VENV)/.installed
 # Each EXTRA_PIP word is quoted, so specifiers such as Django>=6.0,<7 reach pip intact.
 EXTRA_PIP_ARGS := $(foreach spec,$(EXTRA_PIP),'$(spec)')
@@ -52,8 +53,28 @@ test: venv
 test-sqlite: venv
 	JOBS_TEST_DB=sqlite $(PY) -m pytest tests $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest ran no tests (exit 5)" >&2; exit $$rc; }
 
+# make bench: the peer comparison (the harness in $(BENCH_PEER_DIR), each peer in its own venv under
+# $(BENCH_VENV_ROOT), made on first use) interleaved with our own cases, BENCH_ROUNDS rounds, then
+# bench/RESULTS.md and docs/scaling-workers.png from that one run. About 30 min for 3 rounds on 2 cores.
+BENCH_ROUNDS ?= 3
+BENCH_PEER_DIR ?= ../shared/peer-bench
+BENCH_VENV_ROOT ?= /tmp/pb
+BENCH_PEERS ?= pgqueuer procrastinate chancy oban
+BENCH_STAMP := $(shell date +%Y%m%d-%H%M%S)
+BENCH_OURS := bench/results/ours-$(BENCH_STAMP).jsonl
+BENCH_PEER_OUT := bench/results/peers-$(BENCH_STAMP).jsonl
+
 bench: venv
-	$(PY) bench/run.py
+	$(PY) -m pip install -q -e '.[bench]'
+	@for tool in $(BENCH_PEERS); do test -d $(BENCH_VENV_ROOT)/perf-venv-$$tool || \
+	  BENCH_VENV_ROOT=$(BENCH_VENV_ROOT) $(abspath $(BENCH_PEER_DIR))/setup_venvs.sh $$tool; done
+	test -d $(BENCH_VENV_ROOT)/perf-venv-ultimate_jobs || \
+	  BENCH_VENV_ROOT=$(BENCH_VENV_ROOT) $(abspath $(BENCH_PEER_DIR))/setup_venvs.sh ultimate_jobs $(CURDIR)
+	BENCH_VENV_ROOT=$(BENCH_VENV_ROOT) $(PY) bench/run.py --rounds $(BENCH_ROUNDS) --peers \
+	  --peer-dir $(abspath $(BENCH_PEER_DIR)) --peer-tools $(subst $(eval) ,$(comma),$(strip $(BENCH_PEERS) ultimate_jobs)) \
+	  --metrics single,bulk,drain,latency,relay,flat,scale --out $(BENCH_OURS) --peer-out $(BENCH_PEER_OUT)
+	$(PY) bench/results_md.py --ours $(BENCH_OURS) --peers $(BENCH_PEER_OUT) \
+	  --command "make bench BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_PEERS='$(BENCH_PEERS)'"
 
 lint: venv
 	$(PY) -m ruff check --extend-exclude '.venv*' .

@@ -57,9 +57,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # bench.flat below; after PYTHONPATH, so a --snapshot's ultimate_jobs wins
+from bench import flat  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
-METRICS = ("single", "bulk", "drain", "latency")
-CASES = {"single": ["single"], "bulk": ["bulk"], "drain": ["drain-1p", "drain-2p"], "latency": ["latency"]}
+METRICS = ("single", "bulk", "drain", "latency", "relay", "flat", "scale")
+DEFAULT_METRICS = ("single", "bulk", "drain", "latency")  # what the peers measure too
+CASES = {"single": ["single"], "bulk": ["bulk"], "drain": ["drain-1p", "drain-2p"], "latency": ["latency"],
+         "relay": ["relay"], "flat": flat.CASES["flat"], "scale": flat.CASES["scale"]}
+RELAY_ROWS = 20_000
+RELAY_BATCH = 500  # RELAY_BATCH_SIZE's default: what a relay does unless told otherwise
 
 
 def git(*args: str) -> str:
@@ -131,6 +139,13 @@ def run_case(name: str, args: argparse.Namespace) -> dict[str, Any]:
         return measure.measure_bulk()
     if name.startswith("drain-"):
         return measure.measure_drain(int(name[6]), n=args.drain_n, concurrency=args.concurrency)
+    if name == "relay":
+        from bench import outbox
+
+        got = outbox.measure_relay(RELAY_ROWS, RELAY_BATCH)
+        return {"relay_rows_per_s": got[f"relay_b{RELAY_BATCH}_rows_per_s"]}
+    if name.startswith(("flat-", "scale-")):
+        return flat.run_case(name, n=args.drain_n, concurrency=args.concurrency, samples=args.samples)
     return measure.measure_latency(samples=args.samples)
 
 
@@ -255,6 +270,7 @@ def orchestrate(args: argparse.Namespace) -> None:
     from bench import measure, peers, report
 
     metrics = [m for m in METRICS if m in args.metrics.split(",")]
+    peer_metrics = [m for m in metrics if m in DEFAULT_METRICS]  # the peers' harness measures these
     peer_dir = args.peer_dir or peers.DEFAULT_DIR
     peer_tools = peers.available(args.peer_tools.split(",") if args.peer_tools else peers.PEERS)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -275,13 +291,13 @@ def orchestrate(args: argparse.Namespace) -> None:
         for rnd in range(1, args.rounds + 1):
             peers_first = args.peers and rnd % 2 == 1
             if peers_first:
-                peers.run_round(peer_dir, peer_tools, metrics, args.peer_out, rnd, env)
+                peers.run_round(peer_dir, peer_tools, peer_metrics, args.peer_out, rnd, env)
             for rec in run_ours(rnd, metrics, args, env):
                 for key, value in rec.items():
                     if isinstance(value, float) and "error" not in rec:
                         ours[key].append(value)
             if args.peers and not peers_first:
-                peers.run_round(peer_dir, peer_tools, metrics, args.peer_out, rnd, env)
+                peers.run_round(peer_dir, peer_tools, peer_metrics, args.peer_out, rnd, env)
     finally:
         measure.drop_database()
     peer_values = (
@@ -295,7 +311,7 @@ def parse_args() -> argparse.Namespace:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--metrics", default=",".join(METRICS))
+    ap.add_argument("--metrics", default=",".join(DEFAULT_METRICS))
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--drain-n", type=int, default=10_000)
     ap.add_argument("--concurrency", type=int, default=10)

@@ -1,0 +1,228 @@
+"""Write ``bench/RESULTS.md`` and the scale-out plot from one ``make bench`` run's raw records.
+
+Usage::
+
+    .venv/bin/python bench/results_md.py --ours bench/results/ours-STAMP.jsonl \\
+        --peers bench/results/peers-STAMP.jsonl --command "make bench" [--png docs/scaling-workers.png]
+
+Every figure is the median over the run's rounds (min-max and the count beside it), each goal of
+issue 14 is checked against PgQueuer's median from the same run (the peer harness's records), and
+the flat cases are compared with the empty table's figures from the same run. The commit each of
+our records measured is printed; mixed commits are named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # bench.peers, bench.flat when run as a script
+PEER = "pgqueuer"  # the goals are ratios to this peer, measured in the same run
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    key: str
+    label: str
+    unit: str
+    higher: bool
+    limit: float | None = None  # an absolute bound
+    peer_factor: float | None = None  # a multiple of PgQueuer's median
+    empty_key: str | None = None  # flat: within 10 % of this figure (same run)
+
+
+GOALS = [
+    Goal("single_jobs_per_s", "single enqueue, N=2000", "jobs/s", True, peer_factor=1.3),
+    Goal("bulk_10k_jobs_per_s", "enqueue_many 10,000", "jobs/s", True, peer_factor=1.2),
+    Goal("bulk_1k_ms", "enqueue_many 1,000", "ms", False, limit=15),
+    Goal("drain_2p_jobs_per_s", "drain 10k, 2 workers", "jobs/s", True, peer_factor=2),
+    Goal("drain_2p_steady_jobs_per_s", "drain 10k, 2 workers, steady (after start-up)", "jobs/s", True),
+    Goal("drain_1p_jobs_per_s", "drain 10k, 1 worker", "jobs/s", True),
+    Goal("latency_median_ms", "idle pickup, median", "ms", False, limit=1.5),
+    Goal("latency_p95_ms", "idle pickup, p95", "ms", False, limit=2.5),
+    Goal("relay_rows_per_s", "relay, outbox rows published", "rows/s", True, limit=10_000),
+    Goal("rss_2p_mib", "worker peak RSS, 10 threads", "MiB", False, limit=60),
+    Goal("flat_done_drain_2p_jobs_per_s", "drain 2p, 1,000,000 done rows", "jobs/s", True,
+         empty_key="drain_2p_jobs_per_s"),
+    Goal("flat_done_latency_median_ms", "pickup median, 1,000,000 done rows", "ms", False,
+         empty_key="latency_median_ms"),
+    Goal("flat_delayed_drain_2p_jobs_per_s", "drain 2p, 100,000 delayed rows", "jobs/s", True,
+         empty_key="drain_2p_jobs_per_s"),
+    Goal("flat_delayed_latency_median_ms", "pickup median, 100,000 delayed rows", "ms", False,
+         empty_key="latency_median_ms"),
+]
+
+
+def load(path: Path | None) -> list[dict[str, Any]]:
+    if path is None or not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def ours_values(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for rec in records:
+        if "error" in rec:
+            continue
+        for key, value in rec.items():
+            if isinstance(value, float | int) and not isinstance(value, bool) and key not in ("round",):
+                out.setdefault(key, []).append(float(value))
+    return out
+
+
+def peer_values(records: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    from bench import peers
+
+    return peers.medians(r for r in records if r.get("tool") not in (None, "pgbench"))
+
+
+def cell(values: list[float]) -> str:
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    fmt = (lambda v: f"{v:,.0f}") if abs(med) >= 100 else (lambda v: f"{v:,.2f}")
+    return f"{fmt(med)} ({fmt(min(values))}-{fmt(max(values))}, n={len(values)})"
+
+
+def verdict(goal: Goal, value: float | None, peer: float | None, empty: float | None) -> tuple[str, str]:
+    if value is None:
+        return "-", "not measured"
+    notes, ok = [], True
+    if goal.limit is not None:
+        ok &= value >= goal.limit if goal.higher else value <= goal.limit
+        notes.append(f"{'>=' if goal.higher else '<='} {goal.limit:g}")
+    if goal.peer_factor is not None:
+        if peer:
+            ok &= value >= goal.peer_factor * peer
+        notes.append(f">= {goal.peer_factor:g}x {PEER}")
+    if goal.empty_key is not None:
+        if empty:
+            ok &= (value >= 0.9 * empty) if goal.higher else (value <= 1.1 * empty)
+        notes.append("within 10 % of the empty table")
+    if not notes:
+        return "", ""
+    return " and ".join(notes), "met" if ok else "MISSED"
+
+
+def table(ours: dict[str, list[float]], peer: dict[str, dict[str, list[float]]]) -> list[str]:
+    lines = ["| figure | ultimate_jobs median (min-max, rounds) | PgQueuer median | ratio | goal | |",
+             "|---|---|---|---|---|---|"]
+    for goal in GOALS:
+        values = ours.get(goal.key, [])
+        value = statistics.median(values) if values else None
+        p = peer.get(goal.key, {}).get(PEER, [])
+        pmed = statistics.median(p) if p else None
+        empty_values = ours.get(goal.empty_key or "", [])
+        empty = statistics.median(empty_values) if empty_values else None
+        ref = pmed if goal.peer_factor is not None or goal.empty_key is None else empty
+        ratio = f"{value / ref:.2f}x" if value is not None and ref else "-"
+        if goal.empty_key is not None:
+            ratio = f"{value / empty:.2f}x empty" if value is not None and empty else "-"
+        text, ok = verdict(goal, value, pmed, empty)
+        lines.append(f"| {goal.label} ({goal.unit}) | {cell(values)} | {cell(p)} | {ratio} | {text} | {ok} |")
+    return lines
+
+
+def peers_table(peer: dict[str, dict[str, list[float]]]) -> list[str]:
+    keys = ["single_jobs_per_s", "bulk_10k_jobs_per_s", "bulk_1k_ms", "drain_2p_jobs_per_s", "drain_1p_jobs_per_s",
+            "latency_median_ms", "latency_p95_ms", "rss_2p_mib"]
+    tools = sorted({tool for key in keys for tool in peer.get(key, {})})
+    lines = ["| tool | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for tool in tools:
+        lines.append(f"| {tool} | " + " | ".join(cell(peer.get(k, {}).get(tool, [])) for k in keys) + " |")
+    return lines
+
+
+def plot(ours: dict[str, list[float]], png: Path) -> bool:
+    """jobs/s against worker processes (the scale cases); answer whether a PNG was written."""
+    from bench.flat import SCALE_PROCS
+
+    points = [(p, statistics.median(ours[f"scale_{p}p_jobs_per_s"])) for p in SCALE_PROCS
+              if ours.get(f"scale_{p}p_jobs_per_s")]
+    if not points:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot([p for p, _ in points], [v for _, v in points], marker="o", label="ultimate_jobs, 10 threads each")
+    ax.set_xlabel("worker processes (one PostgreSQL)")
+    ax.set_ylabel("no-op jobs drained per second")
+    ax.set_xticks([p for p, _ in points])
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title("Drain of 10,000 no-op jobs against worker processes")
+    ax.legend()
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png)
+    plt.close(fig)
+    return True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--ours", type=Path, required=True)
+    ap.add_argument("--peers", type=Path, default=None)
+    ap.add_argument("--command", default="make bench")
+    ap.add_argument("--png", type=Path, default=ROOT / "docs" / "scaling-workers.png")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    args = ap.parse_args()
+    records = load(args.ours)
+    ours = ours_values(records)
+    peer = peer_values(load(args.peers))
+    commits = sorted({str(r.get("commit")) for r in records if r.get("commit")})
+    plotted = plot(ours, args.png)
+    rel = lambda p: p.resolve().relative_to(ROOT) if p.resolve().is_relative_to(ROOT) else p  # noqa: E731
+    lines = [
+        "# ultimate_jobs benchmark results",
+        "",
+        f"Written by `bench/results_md.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        f"Code measured: **{', '.join(commits) or 'unknown'}** (each record carries its commit).",
+        "",
+        "How it was run:",
+        "",
+        "```sh",
+        args.command,
+        "```",
+        "",
+        f"Raw records: `{rel(args.ours)}` (ours)" + (f", `{rel(args.peers)}` (the peer harness, same run)."
+                                                     if args.peers else "."),
+        "Metric definitions: `bench/run.py`'s docstring (the peers' harness measures the same four: "
+        "`/work/shared/peer-bench/README.md`); flat and scale cases: `bench/flat.py`; relay: `bench/outbox.py`.",
+        "Every job is a no-op: each figure is queue overhead. Ratios are ours over PgQueuer's median from the "
+        "same run; flat figures are over our own empty-table figure from the same run.",
+        "",
+        "## Goals (issue 14)",
+        "",
+        *table(ours, peer),
+        "",
+        "## Every peer, same run (median (min-max, rounds))",
+        "",
+        *(peers_table(peer) if peer else ["(no peer records in this run)"]),
+        "",
+        "## Scale-out",
+        "",
+        (f"![jobs/s against worker processes]({Path('..') / rel(args.png)})" if plotted
+         else "(no scale cases in this run)"),
+        "",
+        "| worker processes | jobs/s, median (min-max, rounds) |",
+        "|---|---|",
+        *[f"| {p} | {cell(ours.get(f'scale_{p}p_jobs_per_s', []))} |" for p in (1, 2, 4, 8)],
+        "",
+    ]
+    args.out.write_text("\n".join(lines))
+    print(f"wrote {args.out}" + (f" and {args.png}" if plotted else ""))
+
+
+if __name__ == "__main__":
+    main()
