@@ -1,6 +1,7 @@
 """Internal: the admin templates' tags — ``{% uj_overview %}`` (the overview on the app's landing
 page) and the ``uj_when`` / ``uj_badge`` / ``uj_short_id`` filters (a relative time with the UTC
-instant on hover; a state badge; an id's short form with the whole id on hover). Load with ``{% load ultimate_jobs_admin %}``."""
+instant on hover; a state badge; an id's short form with the whole id on hover). Load with
+``{% load ultimate_jobs_admin %}``."""
 
 from __future__ import annotations
 
