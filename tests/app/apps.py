@@ -7,4 +7,4 @@ class TestAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import step_jobs  # noqa: F401  (durable-run jobs, declared in every process)
+        from . import data_jobs, step_jobs  # noqa: F401  (jobs declared in every process)

@@ -122,10 +122,11 @@ def run_page(imp: Import, ctx: Any, input: dict[str, Any], *, key: str, index: i
             rows += len(batch)
             batch.clear()
 
+    form = RowForm(imp.form) if imp.form is not None else None
     for record in records:
         if not record.data.strip():
             continue
-        row = check_row(imp, record, header, errors)
+        row = check_row(imp, record, header, errors, form)
         if row is not None:
             batch.append(row)
         if refused_before + len(errors) > imp.max_row_errors:
@@ -140,7 +141,26 @@ def run_page(imp: Import, ctx: Any, input: dict[str, Any], *, key: str, index: i
     return {"offset": next_offset, "line": next_line, "rows": rows, "refused": len(errors), "done": at_end}
 
 
-def check_row(imp: Import, record: Record, header: list[str] | None, errors: list[dict[str, Any]]) -> Any:
+class RowForm:
+    """One bound instance of the app's ``Form`` per page, rebound to each row: a new ``Form``
+    deep-copies every field, which cost more than the whole rest of the import (bench/import_rows.py).
+    Cleaning reads only ``data``, so a rebound instance cleans a row exactly as a fresh one would."""
+
+    def __init__(self, form_class: Any) -> None:
+        self.form = form_class(data={})
+
+    def clean(self, data: dict[str, Any]) -> tuple[dict[str, Any] | None, Any]:
+        """``(cleaned_data, None)`` for a valid row, ``(None, errors.as_data())`` otherwise."""
+        form = self.form
+        form.data = data
+        form._errors = None  # full_clean runs again on the next is_valid()
+        if form.is_valid():
+            return dict(form.cleaned_data), None
+        return None, form.errors.as_data()
+
+
+def check_row(imp: Import, record: Record, header: list[str] | None, errors: list[dict[str, Any]],
+              form: RowForm | None) -> Any:
     """The row's cleaned dict, or None with its refusals appended as ``{line, field, code}``."""
     try:
         if header is not None:
@@ -158,12 +178,13 @@ def check_row(imp: Import, record: Record, header: list[str] | None, errors: lis
     except Malformed as bad:
         errors.append({"line": record.line, "field": None, "code": bad.code})
         return None
-    if imp.form is None:
+    if form is None:
         return {name: data.get(name) for name in imp.columns}
-    form = imp.form(data={name: data[name] for name in imp.columns if name in data and data[name] is not None})
-    if form.is_valid():
-        return form.cleaned_data
-    for field, problems in form.errors.as_data().items():
+    cleaned, problems_by_field = form.clean({name: data[name] for name in imp.columns
+                                             if name in data and data[name] is not None})
+    if cleaned is not None:
+        return cleaned
+    for field, problems in problems_by_field.items():
         for problem in problems:  # never the value: the report would keep what the app refused
             errors.append({"line": record.line, "field": None if field == "__all__" else field,
                            "code": problem.code or "invalid"})
