@@ -40,7 +40,7 @@ def bar_chart(series: Series, label: str) -> SafeString:
         at = start + timedelta(seconds=width * i)
         tip = f"{at:%Y-%m-%d %H:%M} UTC: {d} done, {f} failed"
         x = LEFT + i * step + 0.5
-        base = TOP + plot_h
+        base = float(TOP + plot_h)
         for kind, n in (("done", d), ("failed", f)):
             if not n:
                 continue

@@ -92,7 +92,8 @@ def _series(now: datetime) -> dict[str, dict[str, Series]]:
         for name, (width, count) in WINDOWS.items():
             slot = int((row["bucket"] - starts[name]).total_seconds() // width)
             if 0 <= slot < count:
-                per_queue[name][kind][slot] += int(row["n"])
+                series = per_queue[name]
+                (series["done"] if kind == "done" else series["failed"])[slot] += int(row["n"])
     return out
 
 
