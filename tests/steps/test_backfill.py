@@ -364,7 +364,8 @@ def test_ledger_errors_pass_through_the_redactor(declare_backfill, jobs_clock) -
         raise Terminal("upstream refused: api_key=sk_live_123")
 
     trace = run_job(declare_backfill(name="bf.leak", source=lambda ctx: Post.objects.all(), handle=leak))
-    assert "sk_live_123" in BackfillRun.objects.get(run_id=trace.run_id).last_error  # stored as raised
+    stored = BackfillRun.objects.get(run_id=trace.run_id).last_error
+    assert "upstream refused: api_key=[redacted]" in stored and "sk_live_123" not in stored  # redacted before written
     assert "sk_live_123" not in str(ops.backfill_runs(name="bf.leak"))
     assert "sk_live_123" not in str(ops.get_job(trace.id)["backfill"])
 
