@@ -6,8 +6,9 @@ Two halves, one idea (a code counts only when a test asserts it):
   with exactly ``code``, and no row of any table may have been added, removed or changed in count
   (every model of ``ultimate_jobs`` and of the test app). It answers the error for further checks.
 * ``asserted_codes()`` — a static scan of ``tests/**/test_*.py``: for each test function, the
-  registered codes that appear inside an ``assert``, a ``pytest.raises(...)`` call (its ``match=``)
-  or a ``refused(...)`` call — a code a test merely mentions does not count. ``scripts/gen_error_docs.py``
+  registered codes that appear inside an ``assert``, a ``pytest.raises(...)`` call (its ``match=``),
+  a ``refused(...)`` call (or a module's own ``_refused``/``assert_refused`` helper) or a
+  ``wait_for(...)`` (which fails the test when unmet) — a code a test merely mentions does not count. ``scripts/gen_error_docs.py``
   writes its answer into ``docs/reference/errors.md``; ``tests/refusals/test_every_code_raised.py``
   fails when a registered code has no test.
 
@@ -26,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 CODE_IN_TEXT = re.compile(r"X_[A-Z][A-Z0-9_]*[A-Z0-9]")
-ASSERTING_CALLS = {"raises", "refused", "wait_for"}  # wait_for fails the test when unmet
+ASSERTING_CALLS = {"raises", "refused", "_refused", "assert_refused", "wait_for"}  # wait_for fails when unmet
 
 
 # -- runtime: the helper -------------------------------------------------------------------------
