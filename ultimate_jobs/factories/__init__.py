@@ -4,6 +4,8 @@ Each factory declares an ordinary job (a ``JobHandle``: enqueue, ``using``, retr
 the CLI, ``ops.get_job``) whose body is written here. ``backfill`` sweeps a QuerySet in keyset
 pages, one durable step a page, with a ledger (``backfill/``); ``purge`` deletes in bounded batches
 (``purge``), and ``retention`` is the built-in purge of finished jobs and old events; ``pacer``
-spaces out pages at a rate. Future factories (webhooks, consumers, imports and exports, rollups,
+spaces out pages at a rate. ``webhook/`` delivers one signed event to one endpoint (the SSRF
+guard, the ``ModelLedger``), ``webhook_receiver`` is the inbound view and its job, ``consumer``
+reads a stream per key with a supervising task. Future factories (imports and exports, rollups,
 one person's data) land here too, one module or subpackage each.
 """
