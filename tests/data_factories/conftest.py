@@ -11,6 +11,7 @@ import pytest
 from django.core.files.storage import FileSystemStorage
 
 from tests.conftest import Declared
+from tests.process.conftest import started_worker  # noqa: F401 (the real-worker fixture, for test_data_processes)
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 from django.core.files.base import ContentFile
 
 from tests.app.data_jobs import data_storage, erase_customer, import_products
-from tests.app.models import Comment, Effect, Customer, Order, OrderLine, Product, Review, SupportTicket
+from tests.app.models import Comment, Customer, Effect, Order, OrderLine, Product, Review, SupportTicket
 from tests.data_factories.subjects import person, snapshot
-from tests.process.conftest import Start, started_worker, wait_exit, wait_until  # noqa: F401 (fixture)
+from tests.process.conftest import Start, wait_exit, wait_until
 from ultimate_jobs import ops
 from ultimate_jobs.models import Job, JobStep
 
