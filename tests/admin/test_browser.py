@@ -266,9 +266,17 @@ def test_the_overview_charts_what_the_workers_ran_at_every_width_and_in_the_dark
     assert page.evaluate("document.documentElement.scrollWidth") <= 420 + 1  # no sideways scrolling
     _shot(page, "admin-overview-narrow-420.png", tmp_path)
 
-    # Keyboard: a dead job's link is reachable and opens its page.
+    # Live: three more jobs land; within a refresh (15 s) the depth reads 7, without a page reload.
     page.emulate_media(color_scheme="light")
     page.set_viewport_size({"width": 1280, "height": 900})
+    page.evaluate("window.ujNotReloaded = true")
+    for n in range(200, 203):
+        sync.enqueue(n=n)
+    page.wait_for_function("document.querySelector('#uj-queue-shop .uj-depth').textContent.trim() === '7'",
+                           timeout=40_000)
+    assert page.evaluate("window.ujNotReloaded === true")
+
+    # Keyboard: a dead job's link is reachable and opens its page.
     dead_links.first.focus()
     page.keyboard.press("Enter")
     page.wait_for_selector("#job-state")

@@ -14,7 +14,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from tests.factories import JobFactory, JobStepFactory
-from ultimate_jobs import NO_TENANT, Retry, Worker, ops
+from ultimate_jobs import NO_TENANT, JobsError, Retry, Worker, ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -198,6 +198,19 @@ def test_a_tenant_scoped_admin_sees_and_touches_only_its_tenant(acme_client, adm
         # The superuser the hook answers None for sees every tenant.
         everyone = admin_client_.get(CHANGELIST).context["cl"].result_list
         assert {j.id for j in everyone} == {ours.id, theirs.id}
+
+
+def test_a_broken_tenant_hook_fails_closed(viewer_client) -> None:
+    JobFactory(dead=True, tenant_id="globex")
+    for broken in (f"{__name__}.no_such_callable", f"{__name__}.tenant_of_request_answering_a_number"):
+        with override_settings(ULTIMATE_JOBS={**settings.ULTIMATE_JOBS, "ADMIN_TENANT_OF": broken}):
+            with pytest.raises(JobsError) as refused:
+                viewer_client.get(CHANGELIST)  # an error, never every tenant's jobs
+            assert refused.value.code == "X_CONFIG_INVALID" and "ADMIN_TENANT_OF" in refused.value.cause
+
+
+def tenant_of_request_answering_a_number(request: Any) -> object:
+    return 42
 
 
 # -- issue 18 #7: the overview ----------------------------------------------------------------------------
