@@ -98,7 +98,8 @@ class AttemptInfo(TypedDict):
 
 class JobDetail(JobSummary):
     """One job as ``get_job`` and the single-job actions answer it: the row, its result, its steps,
-    its attempt history (oldest first), and its backfill ledger row when it is a backfill pass.
+    its attempt history (oldest first), its backfill ledger row when it is a backfill pass, and its
+    delivery attempts or consumer state when it is a webhook() or consumer() job.
     ``staged_id`` names the outbox id asked for when that staged row deduplicated into this (live) job."""
 
     result: Any
@@ -107,6 +108,8 @@ class JobDetail(JobSummary):
     attempts: list[AttemptInfo]
     executions: int
     backfill: BackfillRunInfo | None
+    webhook: list[dict[str, Any]] | None  # a webhook() job's delivery attempts (the ModelLedger rows)
+    consumer: dict[str, Any] | None  # a consumer() job's cursor, lag and counts
 
 
 class JobPage(TypedDict):
