@@ -109,7 +109,7 @@ class JobDetail(JobSummary):
     executions: int
     backfill: BackfillRunInfo | None
     webhook: list[dict[str, Any]] | None  # a webhook() job's delivery attempts (the ModelLedger rows)
-    consumer: dict[str, Any] | None  # a consumer() job's cursor, lag and counts
+    consumer: dict[str, Any] | None  # a consumer() job's key, last_batch_at and lag
 
 
 class JobPage(TypedDict):
