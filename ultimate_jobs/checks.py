@@ -60,7 +60,7 @@ def check_backfill_requires(app_configs: Any = None, **kwargs: Any) -> list[chec
 def check_subjects(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """``ultimate_jobs.E010``: a ``define_subject`` whose reach holds a model with no treatment
     (``X_SUBJECT_TABLE_UNDECLARED``), or whose declaration is refused once the registry is ready."""
-    found = []
+    found: list[checks.CheckMessage] = []
     for subject in registered_subjects():
         try:
             subject.refuse_undeclared()

@@ -30,7 +30,7 @@ from django import forms  # noqa: E402
 from django.core.files.base import ContentFile  # noqa: E402
 from django.core.files.storage import FileSystemStorage  # noqa: E402
 
-from ultimate_jobs import NO_TENANT, export_rows, import_rows  # noqa: E402
+from ultimate_jobs import export_rows, import_rows  # noqa: E402
 from ultimate_jobs.testing import run_job  # noqa: E402
 
 DISK = FileSystemStorage(location=f"{TMP.name}/objects")

@@ -47,7 +47,7 @@ from ultimate_jobs.testing.crash import SimulatedCrash, crash_at, crash_proof
 from ultimate_jobs.testing.effects import record_effect, recorded_effects
 from ultimate_jobs.testing.frozen import FrozenClock, freeze_clock, frozen
 from ultimate_jobs.testing.runner import Runner
-from ultimate_jobs.testing.subject import subject_proof
+from ultimate_jobs.testing.subject import prove
 from ultimate_jobs.testing.traces import StepTrace, Trace, trace
 
 __all__ = [
@@ -127,6 +127,14 @@ def _drive(job_ids: list[UUID], *, database: str | None = None) -> dict[UUID, Tr
                 continue
             runner.run(claimed)
     return {job_id: trace(job_id, database=database) for job_id in job_ids}
+
+
+def subject_proof(subject: Any, *, input: Any = None) -> dict[str, Any]:
+    """Plant canaries for one generated person in every table ``subject`` reaches, erase them with
+    the real erase job (``run_job``, in this process), and search every stored row: a canary
+    outside a ``retain`` raises ``X_SUBJECT_ERASE_INCOMPLETE`` naming the table and column
+    (``ultimate_jobs.testing.subject``; docs/reference/subject.md)."""
+    return prove(subject, run_job=run_job, input=input)
 
 
 # -- assertions on what was enqueued ------------------------------------------------------------------

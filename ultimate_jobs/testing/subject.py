@@ -38,15 +38,15 @@ from ultimate_jobs.factories.subject.declaration import Subject
 from ultimate_jobs.factories.subject.erase import subject_erase
 from ultimate_jobs.factories.subject.reach import label
 
-__all__ = ["subject_proof"]
+__all__ = ["find_token", "prove"]
 
 _TEXT = (models.CharField, models.TextField)
 
 
-def subject_proof(subject: Subject, *, input: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Plant canaries in every reached table, erase the person, search every row; see the module."""
-    from ultimate_jobs.testing import run_job  # the runner lives beside: imported when a proof runs
-
+def prove(subject: Subject, *, run_job: Callable[..., Any],
+          input: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Plant canaries in every reached table, erase the person with ``run_job``, search every row;
+    ``ultimate_jobs.testing.subject_proof`` hands it the in-process runner (see the module)."""
     subject.refuse_undeclared()
     reach = subject.reach()
     token = "canary" + secrets.token_hex(6)

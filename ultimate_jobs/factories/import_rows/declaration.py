@@ -119,10 +119,10 @@ def import_rows(*, name: str, tenant: Any = None, storage: Callable[[], Any], ke
         extra = sorted(set(form.base_fields) - set(columns))
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: form has fields {extra} that columns= does not name.",
                         "Name every form field in columns=.")
-    for option, value, low in (("batch", batch, 1), ("page_bytes", page_bytes, 1024),
-                               ("max_record_bytes", max_record_bytes, 16), ("max_row_errors", max_row_errors, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: {option}={value!r} is not a whole number >= {low}.")
+    for option, number, low in (("batch", batch, 1), ("page_bytes", page_bytes, 1024),
+                                ("max_record_bytes", max_record_bytes, 16), ("max_row_errors", max_row_errors, 0)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < low:
+            raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: {option}={number!r} is not a whole number >= {low}.")
     prefix = errors_prefix if errors_prefix is not None else f"import-errors/{name}"
     if not (callable(prefix) or (isinstance(prefix, str) and prefix.strip("/"))):
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: errors_prefix={errors_prefix!r} is not a path.")
