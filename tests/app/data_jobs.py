@@ -12,7 +12,7 @@ from django.core.files.storage import FileSystemStorage
 
 from ultimate_jobs import NO_TENANT, Retry, define_subject, import_rows, subject_erase
 
-from .models import Comment, Effect, Customer, Order, OrderLine, Product, Review, SupportTicket
+from .models import Comment, Customer, Effect, Order, OrderLine, Product, Review, SupportTicket
 
 
 def data_storage() -> FileSystemStorage:
