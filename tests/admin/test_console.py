@@ -151,6 +151,16 @@ def test_breadcrumbs_name_the_page_and_times_are_utc_with_the_instant_on_hover(a
     assert f"{CHANGELIST}{job.id}/change/" in listing  # and in the link
 
 
+def test_the_date_drill_down_walks_utc_days_whatever_time_zone(admin_client_) -> None:
+    from datetime import UTC, datetime
+
+    late = JobFactory(dead=True, created_at=datetime(2026, 11, 30, 23, 30, tzinfo=UTC))  # Dec 1 in Berlin
+    with override_settings(TIME_ZONE="Europe/Berlin"):
+        nov30 = admin_client_.get(CHANGELIST, {"created_at__year": "2026", "created_at__month": "11",
+                                               "created_at__day": "30"})
+        assert [j.id for j in nov30.context["cl"].result_list] == [late.id]
+
+
 def test_the_job_page_links_the_same_keys_earlier_runs(admin_client_) -> None:
     first = JobFactory(dead=True, name="billing.charge", idempotency_key="charge:7", tenant_id="acme")
     again = JobFactory(done=True, name="billing.charge", idempotency_key="charge:7", tenant_id="acme")

@@ -10,6 +10,7 @@ Buttons and actions confirm first, then call ``ops`` one job at a time (``admin.
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 from urllib.parse import quote
 
@@ -20,6 +21,7 @@ from django.db.models.functions import Cast, Left
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -171,7 +173,12 @@ class JobAdmin(admin.ModelAdmin):
                            preview[:14] + ("\u2026" if len(preview) > 14 else ""), preview)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        return super().changelist_view(request, {"title": "All jobs", **(extra_context or {})})
+        # UTC here too (docs/admin.md, "Time"): the date drill-down's days are UTC days.
+        with timezone.override(UTC):
+            response = super().changelist_view(request, {"title": "All jobs", **(extra_context or {})})
+            if isinstance(response, TemplateResponse):
+                response.render()
+            return response
 
     # -- permissions -----------------------------------------------------------------------------
 
