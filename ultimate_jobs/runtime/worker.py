@@ -136,15 +136,18 @@ class Worker(LoopedService):
     # -- one pass ---------------------------------------------------------------------------
 
     def run_once(self) -> list[Run]:
-        """One pass: settle what finished, renew leases, hand back lapsed ones, claim. Answer the runs started."""
+        """One pass: settle what finished and claim, then renew leases and hand back lapsed ones. Answer the
+        runs started."""
         if self.claims.reconcile_due:
             self.claims.reconcile()
         self.holdings.collect()
         self.settler.expire_timeouts()
-        self.leases.keep()
         started = self.claims.settle_and_claim(claiming=not self.drain.draining)
         if self.on_pass is not None:
             self.on_pass(self, started)
+        # After the claim: a woken idle worker starts its job before the once-a-second rescue's
+        # round trip (renewals and rescues are due on their own clocks, a pass later is as good).
+        self.leases.keep()
         return started
 
     @property
