@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tests.contrib_tasks import tasks
 from tests.contrib_tasks.conftest import drain
-from ultimate_jobs import ops
+from ultimate_jobs import Worker, ops
 from ultimate_jobs.contrib.tasks import UltimateJobsBackend
 from ultimate_jobs.contrib.tasks.framework import (
     InvalidTaskError,
@@ -213,3 +213,22 @@ def test_get_result_of_another_task_raises_a_mismatch() -> None:
     result = tasks.record.enqueue("mine")
     with pytest.raises(Exception, match="Task does not match"):
         tasks.calculate.get_result(result.id)
+
+
+def test_a_row_naming_something_that_is_not_a_task_never_calls_it() -> None:
+    result = tasks.record.enqueue("planted")
+    job = Job.objects.get(id=result.id)
+    job.payload = {**job.payload, "task": "subprocess.check_output", "args": [["touch", "/tmp/uj-never"]]}
+    job.save(update_fields=["payload"])
+    drain(worker_id="w-guard")
+    row = Job.objects.get(id=result.id)
+    assert row.state == "dead" and "does not point to a Task" in row.last_error
+    assert row.last_error.strip().splitlines()[-1].startswith("django.core.exceptions.SuspiciousOperation")
+
+
+def test_a_worker_runs_only_the_queues_it_was_given() -> None:
+    other = tasks.record.using(queue_name="queue-1").enqueue("elsewhere")
+    Worker(queues=["default"], burst=True).run(install_signals=False)
+    assert tasks.CALLS == [] and Job.objects.get(id=other.id).state == "ready"
+    drain()
+    assert tasks.CALLS == [("record", "elsewhere")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import SuspiciousOperation
 from django.utils.module_loading import import_string
 
 from ultimate_jobs.retry import Retry
@@ -15,8 +16,14 @@ NO_RETRY = Retry(attempts=1)
 
 
 def load_task(path: str) -> Any:
-    """The ``Task`` a module path names (the decorated function's module binding)."""
-    return import_string(path)
+    """The ``Task`` a module path names (the decorated function's module binding); a path that
+    names anything else (a row written by hand: ``subprocess.check_output``) is refused, never called."""
+    from ultimate_jobs.contrib.tasks.framework import Task
+
+    found = import_string(path)
+    if not isinstance(found, Task):
+        raise SuspiciousOperation(f"{path!r} does not point to a Task.")
+    return found
 
 
 def retry_for(task: Any, backend: Any) -> Retry:
