@@ -123,7 +123,18 @@ if not _joined:
         }
         CONTRACT_ALIASES["postgres"] = "postgres"
 
+# QUEUE_DATABASES (tests/routing/): a second PostgreSQL database, ``jobs_routed``, set up only by
+# the tests that name it. A worker process joining the suite gets its name and the routes by env.
+if BACKEND == "postgres" and (not _joined or os.environ.get("JOBS_TEST_ROUTED_NAME")):
+    DATABASES["jobs_routed"] = {
+        **DATABASES["default"],
+        "NAME": os.environ.get("JOBS_TEST_ROUTED_NAME") or "uj_routed",
+        "TEST": {"NAME": f"test_uj_routed_{os.environ.get('JOBS_TEST_RUN', os.getpid())}"},
+    }
+_routes = dict(pair.split("=", 1) for pair in os.environ.get("JOBS_TEST_QUEUE_DATABASES", "").split(",") if pair)
+
 ULTIMATE_JOBS = {
+    **({"QUEUE_DATABASES": _routes} if _routes else {}),
     "VISIBILITY_TIMEOUT": os.environ.get("JOBS_TEST_VISIBILITY", "30s"),
     "CLAIM_LEASE": os.environ.get("JOBS_TEST_CLAIM_LEASE", "30s"),
     "POLL_INTERVAL": "50ms",

@@ -2,7 +2,8 @@
 
 Ids: ``ultimate_jobs.E001`` a bad ``ULTIMATE_JOBS`` value; ``ultimate_jobs.E002`` a
 ``DATABASE`` alias missing from ``DATABASES``; ``ultimate_jobs.E003`` a backfill whose ``requires``
-names a migration no installed app has; ``ultimate_jobs.W001`` a ``REDACT_KEYS`` that drops
+names a migration no installed app has; ``ultimate_jobs.E012`` a ``QUEUE_DATABASES`` route to an
+alias missing from ``DATABASES`` or not PostgreSQL; ``ultimate_jobs.W001`` a ``REDACT_KEYS`` that drops
 some of the default secret keys (``REDACT_KEYS_EXTRA`` adds keys without dropping any). Ids are
 never reused.
 """
@@ -17,6 +18,7 @@ from django.db import DatabaseError
 from django.db.migrations.loader import MigrationLoader
 
 from ultimate_jobs.conf import DEFAULT_REDACT_KEYS, get_settings
+from ultimate_jobs.db.routing import check_routes
 from ultimate_jobs.errors import CODES, JobsError
 from ultimate_jobs.factories.backfill.declaration import registered_backfills
 from ultimate_jobs.factories.refresh_view import registered_views, view_problem
@@ -34,6 +36,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         return [checks.Error(f"ULTIMATE_JOBS['DATABASE']={jobs_settings.DATABASE!r} is not in DATABASES.",
                              hint="Name an alias from DATABASES, or leave DATABASE unset for 'default'.",
                              id="ultimate_jobs.E002")]
+    try:
+        check_routes()
+    except JobsError as err:
+        return [checks.Error(err.cause, hint=err.fix, id="ultimate_jobs.E012")]
     dropped = [k for k in DEFAULT_REDACT_KEYS if k not in jobs_settings.REDACT_KEYS]
     if dropped:
         return [checks.Warning(f"ULTIMATE_JOBS['REDACT_KEYS'] replaces the defaults and drops {', '.join(dropped)}: "

@@ -22,7 +22,8 @@ added to ``REDACT_KEYS``), ``METRICS_TOKEN`` (None: the metrics view needs a use
 ``ultimate_jobs.view_job``; set, at least 24 characters, a scraper may send
 ``Authorization: Bearer <token>``),
 ``WEBHOOK_ALLOW_HTTP`` (False: ``webhook()`` refuses plain ``http://`` endpoints unless declared
-``allow_private=True``; True allows them, for a development receiver).
+``allow_private=True``; True allows them, for a development receiver), ``QUEUE_DATABASES`` ({}: queue
+name -> database alias holding that queue's jobs, ``db.routing``).
 Durations are held in seconds.
 
 Settings are read on first use, never at import, and validated whole: a bad value raises
@@ -44,7 +45,7 @@ from django.dispatch import receiver
 
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
-from ultimate_jobs.names import check_queue_name
+from ultimate_jobs.names import QUEUE_PATTERN, check_queue_name
 
 DEFAULT_REDACT_KEYS = (
     "password", "passwd", "pwd", "secret", "token", "api_key", "apikey", "private_key",
@@ -86,6 +87,7 @@ class JobsSettings:
     REDACT_KEYS_EXTRA: tuple[str, ...] = ()
     METRICS_TOKEN: str | None = None
     WEBHOOK_ALLOW_HTTP: bool = False
+    QUEUE_DATABASES: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> JobsSettings:
@@ -146,6 +148,8 @@ class JobsSettings:
                 values[key] = _count(key, raw[key], minimum=1)
         if "LIMITS" in raw:
             values["LIMITS"] = _limits(raw["LIMITS"])
+        if raw.get("QUEUE_DATABASES") is not None:
+            values["QUEUE_DATABASES"] = _routes(raw["QUEUE_DATABASES"])
         for key in ("REDACT_KEYS", "REDACT_KEYS_EXTRA"):
             if key in raw:
                 keys = raw[key]
@@ -167,6 +171,24 @@ def _count(key: str, value: object, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS[{key!r}]={value!r} must be a whole number >= {minimum}.")
     return value
+
+
+def _routes(raw: object) -> dict[str, str]:
+    """``QUEUE_DATABASES``'s shape: queue name -> alias. Whether each alias exists and is PostgreSQL
+    is the system check's (``db.routing.check_routes``): settings are read before connections."""
+    if not isinstance(raw, Mapping):
+        raise JobsError(X_CONFIG_INVALID, "ULTIMATE_JOBS['QUEUE_DATABASES'] must be a dict of queue name -> "
+                        "database alias.", 'Write it as {"emails": "jobs_emails"}.')
+    routes: dict[str, str] = {}
+    for queue, alias in raw.items():
+        if not isinstance(queue, str) or not QUEUE_PATTERN.match(queue):
+            raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['QUEUE_DATABASES'] routes {queue!r}, which is not a "
+                            "valid queue name.", "Use a queue name matching ^[a-z0-9][a-z0-9_.:-]{0,63}$.")
+        if not isinstance(alias, str) or not alias:
+            raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['QUEUE_DATABASES'][{queue!r}]={alias!r} must be a "
+                            "database alias (a non-empty string).", f'Write it as {{"{queue}": "jobs_{queue}"}}.')
+        routes[queue] = alias
+    return routes
 
 
 def _limits(raw: object) -> dict[str, Any]:

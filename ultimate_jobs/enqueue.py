@@ -27,6 +27,7 @@ from django.utils.module_loading import import_string
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import JOBS_CHANNEL, OUTBOX_CHANNEL, Store, store_for
+from ultimate_jobs.db.routing import alias_for_queue
 from ultimate_jobs.db.store import Inserted, JobRow
 from ultimate_jobs.db.wake import WAKES
 from ultimate_jobs.durations import to_seconds
@@ -183,8 +184,37 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
     ``deduped=None``); outside one they are inserted, unless ``OUTBOX="required"``, which raises
     ``X_OUTBOX_NO_TX``. ``direct=True`` inserts even inside a transaction: the relay publishing
     staged rows in its own transaction.
+
+    A queue routed by ``QUEUE_DATABASES`` is written on its alias (``db.routing``); inside a
+    transaction on ``database`` (the caller's database) its rows are staged there, in the caller's
+    transaction, and the relay delivers them into the routed alias.
     """
-    store = store_for(database)
+    conf = get_settings()
+    home = database or conf.DATABASE
+    if conf.QUEUE_DATABASES:  # the common case (no route) reads nothing per row
+        targets = [alias_for_queue(row.queue, home=home) for row in rows]
+        if any(target != home for target in targets):
+            return _submit_routed(rows, targets, home=home, direct=direct)
+    return _submit_on(rows, store_for(home), direct=direct)
+
+
+def _submit_routed(rows: list[JobRow], targets: list[str], *, home: str, direct: bool) -> list[EnqueueResult]:
+    """``submit`` for rows of routed queues: each alias's rows written as one call, answers in order.
+    A row whose alias is not in a transaction while the caller's database is gets staged on the
+    caller's database: the outbox guarantee holds only where the caller's transaction is."""
+    results: list[EnqueueResult | None] = [None] * len(rows)
+    for target in dict.fromkeys(targets):
+        picked = [i for i, t in enumerate(targets) if t == target]
+        wrapper = connections[home]
+        in_caller_tx = wrapper.in_atomic_block or not wrapper.get_autocommit()
+        store = store_for(home if (not direct and target != home and in_caller_tx) else target)
+        for index, result in zip(picked, _submit_on([rows[i] for i in picked], store, direct=direct), strict=True):
+            results[index] = result
+    return [r for r in results if r is not None]
+
+
+def _submit_on(rows: list[JobRow], store: Store, *, direct: bool) -> list[EnqueueResult]:
+    """Write ``rows`` on ``store``: staged inside a transaction on it, else inserted."""
     first: dict[tuple[str, str, str], int] = {}
     unique: list[JobRow] = []
     for index, row in enumerate(rows):

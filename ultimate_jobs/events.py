@@ -25,12 +25,12 @@ Events are tenant-scoped: a run waits only for events published under its own ``
 a ``NO_TENANT`` run only for events published with none, so one org's event (and its payload)
 never reaches another org's run.
 
-Options (default): ``tenant_id`` (the tenant of the job body publishing, whose ``TENANT_CONTEXT``
-is active; ``None`` outside a job body: pass it explicitly from a request), ``database`` (the
-``DATABASE`` setting). The payload is a JSON object of at most ``MAX_PAYLOAD_BYTES``; the event
-name is 1-200 printable characters; a tenant id is 1-200 characters without NUL (an int is
-taken as its string, as ``@job(tenant=...)`` renders it), or ``None``.
-Raises ``X_EVENT_INVALID`` before writing anything when one does not fit.
+Options (default): ``tenant_id`` (the tenant of the job body publishing, whose ``TENANT_CONTEXT`` is
+active; ``None`` outside a job body: pass it explicitly from a request), ``database`` (the
+``DATABASE`` setting, and every alias ``QUEUE_DATABASES`` routes to). The payload is a JSON object
+of at most ``MAX_PAYLOAD_BYTES``; the event name is 1-200 printable characters; a tenant id is 1-200
+characters without NUL (an int is taken as its string, as ``@job(tenant=...)`` renders it), or
+``None``. Raises ``X_EVENT_INVALID`` before writing anything when one does not fit.
 
 Logged events: ``jobs.event.published`` (debug).
 """
@@ -46,6 +46,7 @@ from typing import Any, Final
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import store_for
+from ultimate_jobs.db.routing import aliases
 from ultimate_jobs.errors import X_EVENT_INVALID, JobsError
 from ultimate_jobs.ids import uuid7
 
@@ -104,7 +105,9 @@ def publish_event(event: str, payload: dict[str, Any], *, tenant_id: str | None 
         text = jsoncodec.dumps(payload, max_bytes=get_settings().MAX_PAYLOAD_BYTES, what=f"event {event!r} payload")
     except jsoncodec.NotJSON as exc:
         raise JobsError(X_EVENT_INVALID, f"{exc}.") from None
-    woken = store_for(database).event_publish(event_id=uuid7(), name=event, payload=text, tenant_id=tenant,
-                                              now=clock.sql_now())
+    # With QUEUE_DATABASES a waiter may be on any jobs database: the event is published on each.
+    targets = [database] if database is not None or not get_settings().QUEUE_DATABASES else aliases()
+    woken = sum(store_for(alias).event_publish(event_id=uuid7(), name=event, payload=text, tenant_id=tenant,
+                                               now=clock.sql_now()) for alias in targets)
     log.debug("jobs.event.published event=%s tenant_id=%s woken=%s", event, tenant, woken)
     return woken

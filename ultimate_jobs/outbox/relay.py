@@ -49,9 +49,11 @@ from django.db import DatabaseError, InterfaceError, OperationalError, transacti
 from ultimate_jobs import clock, faults
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import OUTBOX_CHANNEL, JobRow, close_connection, store_for
+from ultimate_jobs.db.routing import alias_for_queue, group_queues
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.models import Job
 from ultimate_jobs.service_loop import LoopedService, ServiceLoop, Stoppable
 
 log = logging.getLogger("ultimate_jobs")
@@ -127,13 +129,37 @@ class Relay(LoopedService):
         """Insert the jobs and mark the rows in one transaction; raise ``_LeaseLost`` (rolled back)
         when the fenced mark finds rows this relay no longer holds."""
         with transaction.atomic(using=self.alias):
-            results = submit(list(batch), database=self.alias, direct=True)
+            published = self._insert_routed(batch) if get_settings().QUEUE_DATABASES else [
+                (r.id, result.id) for r, result in zip(batch, submit(list(batch), database=self.alias,
+                                                                     direct=True), strict=True)]
             faults.fault("relay_after_publish_before_mark")
             marked = self.store.outbox_mark_published(
-                published=[(r.id, result.id) for r, result in zip(batch, results, strict=True)],
+                published=published,
                 relay_id=self.relay_id, now=clock.sql_now())
             if len(marked) != len(batch):
                 raise _LeaseLost(f"{len(batch) - len(marked)} of the rows are held by another relay")
+
+    def _insert_routed(self, batch: Sequence[JobRow]) -> list[tuple[Any, Any]]:
+        """Insert the batch's jobs, each on its queue's alias (``QUEUE_DATABASES``); answer
+        ``(outbox id, job id)`` pairs in order. A row routed to another database is committed there
+        before this relay's mark (two databases share no transaction): a relay that dies between
+        the two leaves a row the next claim publishes again, and it finds its job already there
+        under the staged id, so the job is not inserted twice."""
+        local = [r for r in batch if alias_for_queue(r.queue, home=self.alias) == self.alias]
+        answers = dict(zip([r.id for r in local], [a.id for a in submit(local, database=self.alias, direct=True)],
+                           strict=True)) if local else {}
+        for target, queues in group_queues({r.queue for r in batch}, home=self.alias).items():
+            if target == self.alias:
+                continue
+            rows = [r for r in batch if r.queue in queues]
+            there = set(Job.objects.using(target).filter(id__in=[r.id for r in rows]).values_list("id", flat=True))
+            fresh = [r for r in rows if r.id not in there]
+            answers.update({r.id: r.id for r in rows if r.id in there})
+            if fresh:
+                with transaction.atomic(using=target):
+                    answers.update(zip([r.id for r in fresh],
+                                       [a.id for a in submit(fresh, database=target, direct=True)], strict=True))
+        return [(r.id, answers[r.id]) for r in batch]
 
     def _publish_one_by_one(self, batch: list[JobRow]) -> int:
         """The fallback after a failed batch: in order, up to the failing row."""

@@ -7,12 +7,13 @@ Usage::
     from ultimate_jobs import Worker
     Worker(queues=["default"], concurrency=4).run_once()     # one claim pass -> the runs it started
 
-Options (default): ``queues`` (the ``QUEUES`` setting), ``concurrency`` (``CONCURRENCY``: one
-number shared by the queues, or ``{"a": 4, "b": 2}``), ``max_in_flight`` (``MAX_IN_FLIGHT``),
-``burst`` (False: exit once nothing is runnable and nothing is in flight), ``drain_timeout``
-(``DRAIN_TIMEOUT``), ``database`` (``DATABASE``), ``on_idle`` (None: with ``burst``, a callable
-asked before exiting; answering True means it made work runnable, e.g. the relay published
-staged rows, and the worker passes again).
+Options (default): ``queues`` (the ``QUEUES`` setting), ``concurrency`` (``CONCURRENCY``: one number
+shared by the queues, or ``{"a": 4, "b": 2}``), ``max_in_flight`` (``MAX_IN_FLIGHT``), ``burst``
+(False: exit once nothing is runnable and nothing is in flight), ``drain_timeout``
+(``DRAIN_TIMEOUT``), ``database`` (the alias ``QUEUE_DATABASES`` routes the queues to, else
+``DATABASE``; queues on several aliases need one ``Worker`` each, as ``jobs_worker`` runs them),
+``on_idle`` (None: with ``burst``, a callable asked before exiting; answering True means it made
+work runnable, e.g. the relay published staged rows, and the worker passes again).
 
 One loop thread claims (one statement per queue per pass, ``FOR UPDATE SKIP LOCKED`` on
 PostgreSQL), settles finished attempts in one statement per pass, renews every held lease in
@@ -55,6 +56,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import JOBS_CHANNEL, close_connection, store_for
+from ultimate_jobs.db.routing import single_alias
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_CONFIG_INVALID, X_DRAINING, X_JOB_CLAIM_QUEUES_EMPTY, JobsError
 from ultimate_jobs.names import check_queue_name
@@ -98,7 +100,7 @@ class Worker(LoopedService):
         self.capacity = min(total, cap) if cap is not None else total
         self.drain_timeout = conf.DRAIN_TIMEOUT if drain_timeout is None else to_seconds(
             drain_timeout, subject="drain_timeout", positive=False)
-        self.alias = database or conf.DATABASE
+        self.alias = database or single_alias(self.queues)  # a routed queue's jobs live on its alias
         self.store = store_for(self.alias)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
         self.visibility = conf.VISIBILITY_TIMEOUT
@@ -143,11 +145,11 @@ class Worker(LoopedService):
         self.holdings.collect()
         self.settler.expire_timeouts()
         started = self.claims.settle_and_claim(claiming=not self.drain.draining)
-        if self.on_pass is not None:
-            self.on_pass(self, started)
         # After the claim: a woken idle worker starts its job before the once-a-second rescue's
         # round trip (renewals and rescues are due on their own clocks, a pass later is as good).
         self.leases.keep()
+        if self.on_pass is not None:
+            self.on_pass(self, started)
         return started
 
     @property

@@ -7,10 +7,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ultimate_jobs.db.routing import aliases
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import log_to_stderr
 from ultimate_jobs.management.commands.jobs_worker import _positive_int
 from ultimate_jobs.outbox import Relay
+from ultimate_jobs.runtime.roles import BackgroundRoles
 
 
 class Command(BaseCommand):
@@ -25,10 +27,22 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         log_to_stderr(self, options["verbosity"])
         try:
-            relay = Relay(burst=options["burst"], batch_size=options["batch_size"])
+            # QUEUE_DATABASES: each jobs database has its own outbox, so one relay each, in this process.
+            relays = [Relay(burst=options["burst"], batch_size=options["batch_size"], database=alias)
+                      for alias in aliases()]
         except JobsError as err:
             raise CommandError(str(err)) from None
-        stats = relay.run()
+        others = BackgroundRoles({f"relay:{r.alias}": r for r in relays[1:]})
+        others.start()
+        try:
+            stats = relays[0].run()
+        finally:
+            if options["burst"]:  # each burst relay ends on its own once its outbox is empty
+                for thread in others.threads.values():
+                    thread.join()
+            others.stop()
+        for other in relays[1:]:
+            stats = {key: stats[key] + other.stats[key] for key in stats}
         if options["verbosity"] >= 1:
             self.stdout.write(f"relay stopped: published={stats['published']} failed={stats['failed']}")
         if options["burst"] and stats["failed"]:

@@ -8,11 +8,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db.routing import aliases, group_queues
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import log_to_stderr
 from ultimate_jobs.outbox import Relay
+from ultimate_jobs.runtime.claims import parse_concurrency
 from ultimate_jobs.runtime.roles import BackgroundRoles, Service
+from ultimate_jobs.runtime.routed import RoutedWorkers
 from ultimate_jobs.runtime.worker import Worker
 from ultimate_jobs.schedule.scheduler import Scheduler
 
@@ -45,6 +49,17 @@ def _roles(text: str) -> list[str]:
     return roles
 
 
+def _role_name(role: str, alias: str) -> str:
+    return role if alias == get_settings().DATABASE else f"{role}:{alias}"
+
+
+def _burst_relays() -> Callable[[], bool]:
+    """A burst worker's ``on_idle``: one pass of a relay on each jobs database (True when any
+    published something). Each claim loop gets its own relays: a relay is not shared by threads."""
+    relays = [Relay(database=alias) for alias in aliases()]
+    return lambda: any([relay.burst_pass() for relay in relays])
+
+
 class Command(BaseCommand):
     help = "Run a jobs worker: claim, run and settle jobs until SIGTERM drains it."
     _default_roles = list(ROLES)
@@ -65,23 +80,35 @@ class Command(BaseCommand):
         if "worker" not in roles:
             raise CommandError("jobs_worker needs the worker role; run jobs_relay or jobs_scheduler for one role.")
         background_roles = [r for r in roles if r != "worker"]
-        relay = None
-        if options["burst"] and "relay" in background_roles:
+        burst_relay = options["burst"] and "relay" in background_roles
+        if burst_relay:
             # A burst worker publishes what is staged before it decides nothing is runnable, so a
             # job enqueued inside a transaction (or by a job body inside one) is not left behind.
-            relay = Relay()
             background_roles.remove("relay")
         try:
-            worker = Worker(queues=queues, concurrency=options["concurrency"],
-                            max_in_flight=options["max_in_flight"], burst=options["burst"],
-                            drain_timeout=options["drain_timeout"],
-                            on_idle=relay.burst_pass if relay is not None else None)
+            # QUEUE_DATABASES: one claim loop per database holding some of the queues, in this process.
+            groups = group_queues(queues if queues is not None else get_settings().QUEUES) or {
+                get_settings().DATABASE: []}  # no queue at all: the Worker names that refusal
+            concurrency = parse_concurrency(options["concurrency"], [q for qs in groups.values() for q in qs])
+            workers = {alias: Worker(queues=group, database=alias,
+                                     concurrency=({q: concurrency[q] for q in group}
+                                                  if isinstance(concurrency, dict) else concurrency),
+                                     max_in_flight=options["max_in_flight"], burst=options["burst"],
+                                     drain_timeout=options["drain_timeout"],
+                                     on_idle=_burst_relays() if burst_relay else None)
+                       for alias, group in groups.items()}
         except (JobsError, ValueError) as err:
             raise CommandError(str(err)) from None
-        background = BackgroundRoles({role: ROLE_CLASSES[role]() for role in background_roles})
+        services: dict[str, Service] = {}
+        for role in background_roles:
+            if role == "relay":  # a relay per jobs database: each has its own outbox
+                services.update({_role_name(role, alias): Relay(database=alias) for alias in aliases()})
+            else:
+                services[role] = ROLE_CLASSES[role]()
+        background = BackgroundRoles(services)
         background.start()
         try:
-            stats = worker.run()
+            stats = next(iter(workers.values())).run() if len(workers) == 1 else RoutedWorkers(workers).run()
         finally:
             background.stop()
         if options["verbosity"] >= 1:
