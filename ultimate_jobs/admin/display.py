@@ -54,6 +54,7 @@ def headline(error: str | None) -> str:
 
 
 def error_is_current(state: str) -> bool:
-    """Whether a job's ``last_error`` describes where it stands now: it failed or died. A done
-    job's error belongs to an earlier attempt; a live one's to the attempt before this one."""
-    return state in ("failed", "dead")
+    """Whether a job's ``last_error`` describes where it stands now: it failed, died, or was
+    cancelled (the operator's note). A done job's error belongs to an earlier attempt; a live
+    one's to the attempt before this one."""
+    return state in ("failed", "dead", "cancelled")
