@@ -17,16 +17,16 @@ PLANTS = {"done": 1_000_000, "delayed": 100_000}
 SCALE_PROCS = (1, 2, 4, 8)
 
 _PLANT_SQL = """
+WITH p AS (SELECT %(state)s::text AS state, %(state)s::text = 'done' AS done)
 INSERT INTO ultimate_jobs_job (
     id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, attempt, max_attempts,
     run_at, created_at, updated_at, started_at, finished_at, result)
-SELECT gen_random_uuid(), gen_random_uuid(), 'bench.noop', 'default', 0, %(state)s,
-       jsonb_build_object('i', -1, 'seq', g), 'planted:' || %(state)s || ':' || g, NULL,
-       CASE WHEN %(state)s = 'done' THEN 1 ELSE 0 END, 3,
-       CASE WHEN %(state)s = 'done' THEN now() - interval '1 day' ELSE now() + interval '1 hour' END,
-       now() - interval '1 day', now(), NULL,
-       CASE WHEN %(state)s = 'done' THEN now() - interval '1 day' END, NULL
-  FROM generate_series(1, %(rows)s) AS g
+SELECT gen_random_uuid(), gen_random_uuid(), 'bench.noop', 'default', 0, p.state,
+       jsonb_build_object('i', -1, 'seq', g), 'planted:' || p.state || ':' || g, NULL,
+       CASE WHEN p.done THEN 1 ELSE 0 END, 3,
+       CASE WHEN p.done THEN now() - interval '1 day' ELSE now() + interval '1 hour' END,
+       now() - interval '1 day', now(), NULL, CASE WHEN p.done THEN now() - interval '1 day' END, NULL
+  FROM p, generate_series(1, %(rows)s) AS g
 """
 
 
