@@ -4,9 +4,11 @@ retries with backoff, durable steps through job_context, idempotency keys, redac
 from __future__ import annotations
 
 from datetime import timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -116,6 +118,9 @@ def test_operators_see_the_task_as_a_job_with_its_secrets_redacted(admin_client:
     page = admin_client.get(f"/admin/ultimate_jobs/job/{result.id}/change/").content.decode()
     assert "send_email" in page and "hunter2-secret" not in page
     assert task_backends["default"].get_result(result.id).kwargs["password"] == "hunter2-secret"  # the owner's view
+    out = StringIO()
+    call_command("jobs", "show", str(result.id), stdout=out)
+    assert "tests.contrib_tasks.tasks.send_email" in out.getvalue() and "hunter2-secret" not in out.getvalue()
 
 
 def test_without_any_tasks_framework_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
