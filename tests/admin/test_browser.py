@@ -111,6 +111,8 @@ MEASURE = """() => {
 def _readable_changelist(page: Any) -> None:
     measured = page.evaluate(MEASURE)
     assert measured["errors"], "no error column"
+    print(f"viewport {page.viewport_size['width']} px: error column {min(h for h, _ in measured['errors']):.0f} px, "
+          f"30 characters {measured['errors'][0][1]:.0f} px, id line boxes {sorted(set(measured['ids']))}")
     for have, need in measured["errors"]:
         assert have >= need - 0.5, f"error column {have:.0f}px < 30 characters ({need:.0f}px)"
     assert measured["ids"] and set(measured["ids"]) == {1}, f"an id wraps: {measured['ids']}"
