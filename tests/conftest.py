@@ -20,7 +20,7 @@ from ultimate_jobs.declaration import _unregister
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKEND = settings.BACKEND
-pytest_plugins = ["tests.scheduling"]  # declare_task, frozen_at
+pytest_plugins = ["tests.scheduling", "tests.error_codes"]  # declare_task, frozen_at; --error-codes-report
 
 
 def pytest_report_header(config: pytest.Config) -> str:

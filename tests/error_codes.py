@@ -140,3 +140,67 @@ def asserted_codes(registered: set[str] | None = None, root: Path = TESTS) -> di
             for code in sorted(_asserted_in(function) & registered):
                 by_code.setdefault(code, []).append(f"{relative}::{name}")
     return by_code
+
+
+# -- the cross-check: which codes each test really raised (``--error-codes-report=PATH``) -----------
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption("--error-codes-report", default=None, metavar="PATH",
+                     help="write {test: [codes of every JobsError built while it ran]} as JSON to PATH, and "
+                          "print the codes the static scan credits to a test that ran without building them")
+
+
+class _Recorder:
+    """Wraps ``JobsError.__init__`` while a test runs; keeps the codes built, per test id."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, set[str]] = {}
+        self.current: set[str] | None = None
+
+    def install(self) -> None:
+        from ultimate_jobs.errors import JobsError
+
+        original = JobsError.__init__
+        recorder = self
+
+        def recording_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            if recorder.current is not None:
+                recorder.current.add(self.code)
+
+        JobsError.__init__ = recording_init  # type: ignore[method-assign]
+
+
+_RECORDER = _Recorder()
+
+
+def pytest_configure(config: Any) -> None:
+    if config.getoption("--error-codes-report", default=None):
+        _RECORDER.install()
+
+
+def pytest_runtest_setup(item: Any) -> None:
+    if item.config.getoption("--error-codes-report", default=None):
+        _RECORDER.current = _RECORDER.seen.setdefault(item.nodeid.split("[")[0], set())
+
+
+def pytest_runtest_teardown(item: Any) -> None:
+    _RECORDER.current = None
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
+    path = config.getoption("--error-codes-report", default=None)
+    if not path:
+        return
+    import json
+
+    Path(path).write_text(json.dumps({test: sorted(codes) for test, codes in sorted(_RECORDER.seen.items())},
+                                     indent=1))
+    ran = set(_RECORDER.seen)
+    unseen = [(code, test) for code, tests in asserted_codes().items() for test in tests
+              if test in ran and code not in _RECORDER.seen[test]]
+    terminalreporter.write_line(f"error codes: {len(ran)} tests recorded in {path}; {len(unseen)} static "
+                                "credit(s) not seen in-process (a code stored by SQL or raised in a "
+                                "subprocess is expected here):")
+    for code, test in sorted(unseen):
+        terminalreporter.write_line(f"  {code}  {test}")
