@@ -114,3 +114,21 @@ def test_an_unimportable_factory_fails_the_attempt_naming_it(tenant_context, glo
     row = Job.objects.get(id=r.id)
     assert row.state == "dead" and "tests.security.no_such_module" in row.last_error
     assert RECORD == []
+
+
+def test_an_async_body_gets_the_same_context_and_the_same_failure_path(declare) -> None:
+    @declare(name="tests.security.async_org", idempotency_key="{org}", tenant="{org}", retry=Retry(attempts=1))
+    async def async_org(ctx, *, org: str) -> str:
+        RECORD.append(("body", ctx.tenant_id))
+        return org
+
+    ran = async_org.enqueue(org="initech")
+    _burst()
+    assert RECORD == [("enter", "initech"), ("body", "initech"), ("exit", "initech")]
+    assert Job.objects.get(id=ran.id).result == "initech"
+    FAIL["enter"] = f"no schema for secret={PLANTED}"
+    failed = async_org.enqueue(org="hooli")
+    assert _burst()["lost"] == 0
+    row = Job.objects.get(id=failed.id)
+    assert (row.state, row.stop_reason) == ("dead", "attempts-exhausted")
+    assert "PermissionError: no schema for secret=[redacted]" in row.last_error and PLANTED not in row.last_error
