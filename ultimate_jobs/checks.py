@@ -19,7 +19,7 @@ from django.db.migrations.loader import MigrationLoader
 
 from ultimate_jobs.conf import DEFAULT_REDACT_KEYS, get_settings
 from ultimate_jobs.db.routing import check_routes
-from ultimate_jobs.errors import CODES, JobsError
+from ultimate_jobs.errors import CODES, X_JOB_REFRESH_VIEW_INVALID, JobsError
 from ultimate_jobs.factories.backfill.declaration import registered_backfills
 from ultimate_jobs.factories.refresh_view import registered_views, view_problem
 from ultimate_jobs.factories.subject.declaration import registered_subjects
@@ -92,6 +92,6 @@ def check_refresh_views(app_configs: Any = None, databases: Any = None, **kwargs
             continue
         if problem is not None:
             level = checks.Warning if qualified is None else checks.Error
-            found.append(level(f"[X_JOB_REFRESH_VIEW_INVALID] {problem}", hint=CODES["X_JOB_REFRESH_VIEW_INVALID"],
+            found.append(level(f"[{X_JOB_REFRESH_VIEW_INVALID}] {problem}", hint=CODES[X_JOB_REFRESH_VIEW_INVALID],
                                id="ultimate_jobs.W011" if qualified is None else "ultimate_jobs.E011"))
     return found

@@ -27,7 +27,7 @@ def test_every_store_method_is_called_by_a_contract_test() -> None:
     for module in pkgutil.iter_modules(tests.store_contract.__path__):
         if module.name.startswith("test_"):
             importlib.import_module(f"tests.store_contract.{module.name}")
-    assert len(METHODS) == 31
+    assert len(METHODS) == 33
     assert sorted(set(METHODS) - COVERED) == []
     assert sorted(COVERED - set(METHODS)) == []
 
