@@ -148,3 +148,18 @@ def test_nul_in_a_cancel_reason_is_refused_and_the_job_stays_live(per_org) -> No
     row = Job.objects.get(id=r.id)
     assert (row.state, row.last_error) == ("ready", None)
     assert ops.cancel_job(r.id, reason="duplicate of #12")["state"] == "cancelled"
+
+
+def test_the_cli_refuses_a_nul_reason_and_an_actor_with_nul_is_stored_escaped(per_org) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    r = per_org.enqueue(org="acme", n=1)
+    out, err = StringIO(), StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("jobs", "cancel", str(r.id), "--reason", "oops\x00", stdout=out, stderr=err)
+    assert exit_.value.code != 0 and "X_TEXT_INVALID" in out.getvalue() + err.getvalue()
+    assert Job.objects.get(id=r.id).state == "ready"
+    assert ops.cancel_job(r.id, by="ann\x00")["state"] == "cancelled"
+    assert Job.objects.get(id=r.id).last_error == "cancelled by ann\\x00"

@@ -36,7 +36,9 @@ def who(by: Actor) -> str | None:
     user = _user(by)
     if user is not None:
         return str(user.get_username())[:MAX_BY]
-    return by[:MAX_BY] if isinstance(by, str) else None  # an anonymous user: nobody to name
+    if isinstance(by, str):  # PostgreSQL cannot store NUL: escaped (who() is also read after writes, never refuses)
+        return by[:MAX_BY].replace("\x00", "\\x00")
+    return None  # an anonymous user: nobody to name
 
 
 def _user(by: Actor) -> AbstractBaseUser | None:
