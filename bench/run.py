@@ -41,6 +41,12 @@ What each metric means (every job is a no-op, so every number is queue overhead)
   nearest-rank p95 per round.
 - **worker peak RSS** -- the highest resident set size of one worker process (10 threads),
   sampled with psutil every 250 ms during the 2-worker drain.
+- **relay** (``--metrics relay``) -- 20,000 rows staged in one committed transaction, then one
+  in-process ``Relay(batch_size=500).drain()``: rows/s (``bench/outbox.py``'s relay case).
+- **flat** and **scale** (``--metrics flat,scale``) -- the 2-worker drain and the pickup on a table
+  already holding 1,000,000 ``done`` rows or 100,000 ``delayed`` rows; the drain with 1, 2, 4 and 8
+  worker processes (``bench/flat.py``). ``make bench`` runs every metric and writes
+  ``bench/RESULTS.md`` and ``docs/scaling-workers.png`` (``bench/results_md.py``).
 """
 
 from __future__ import annotations
