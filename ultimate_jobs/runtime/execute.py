@@ -92,7 +92,7 @@ def run_attempt(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *
         try:
             with tenant_context(claimed.tenant_id):
                 outcome = _run_body(handle, claimed, token, ctx, kwargs, steps, span)
-        except Exception as error:  # TENANT_CONTEXT failed to enter or to exit: this attempt's failure
+        except Exception as error:  # TENANT_CONTEXT failed to enter or exit (or the verdict broke): a failure
             record_error(span, error, sensitive=handle.sensitive)
             _release_broken_connections()
             outcome = decide(handle, claimed, token, error=error)
