@@ -130,3 +130,20 @@ def test_a_decimal_and_no_tenant(track, storage) -> None:
                                prefix="orders"))
     trace = run_job(handle)
     assert storage.open(trace.result["objects"][0]).read() == b"number,total,customer__email\r\nN1,12.50,e\r\n"
+
+
+def test_each_part_is_written_before_the_next_page_is_read(track, storage) -> None:
+    """The memory guard: a streaming pass writes part n when n checkpoints have landed; a pass that
+    gathered every page and wrote at the end would show one flat count."""
+    customers(35)
+    landed: list[int] = []
+    original = storage.save
+
+    def recording_save(name, content, max_length=None):
+        landed.append(JobStep.objects.filter(name__startswith="part:", status="completed").count())
+        return original(name, content, max_length=max_length)
+
+    storage.save = recording_save
+    trace = run_job(declare_export(track, storage, page=10), org="acme")
+    assert trace.result["pages"] == 4
+    assert landed == [0, 1, 2, 3]

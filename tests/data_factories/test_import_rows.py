@@ -66,6 +66,22 @@ def test_a_file_of_many_pages_is_imported_exactly_with_checkpoints_at_record_end
         assert data[offset:offset + 1] in (b'"', b"")
 
 
+def test_pages_are_handed_over_as_their_checkpoints_land(track, storage) -> None:
+    """Peak memory is a page: page n's rows reach ``handle`` after n page checkpoints, never all at the end."""
+    rows = "".join(f"M{i},n{i},{i}\n" for i in range(400))
+    upload(storage, "m.csv", f"sku,name,price\n{rows}".encode())
+    seen: list[tuple[int, int]] = []
+
+    def handle(batch) -> None:
+        landed = JobStep.objects.filter(name__startswith="page:", status="completed").count()
+        seen.append((batch.page, landed))
+
+    trace = run_job(declare_import(track, storage, handle=handle), upload="m.csv")
+    assert trace.result["pages"] > 3
+    assert seen == [(page, page) for page, _ in seen]
+    assert [page for page, _ in seen] == sorted({page for page, _ in seen})  # one batch a page here
+
+
 def test_a_character_split_by_the_page_edge_arrives_whole(track, storage) -> None:
     # Multi-byte characters everywhere, so some page edge falls inside one.
     rows = [f"K{i},{'€' * (i % 7 + 1)}ü,{i}" for i in range(200)]
