@@ -8,7 +8,8 @@ Two halves, one idea (a code counts only when a test asserts it):
 * ``asserted_codes()`` — a static scan of ``tests/**/test_*.py``: for each test function, the
   registered codes that appear inside an ``assert``, a ``pytest.raises(...)`` call (its ``match=``),
   a ``refused(...)`` call (or a module's own ``_refused``/``assert_refused`` helper) or a
-  ``wait_for(...)`` (which fails the test when unmet) — a code a test merely mentions does not count. ``scripts/gen_error_docs.py``
+  ``wait_for(...)`` (which fails the test when unmet) — a code a test merely mentions does not count.
+  ``scripts/gen_error_docs.py``
   writes its answer into ``docs/reference/errors.md``; ``tests/refusals/test_every_code_raised.py``
   fails when a registered code has no test.
 

@@ -90,7 +90,8 @@ def test_concurrency_slots_ignores_an_expired_slot_and_says_how_many(frozen_at) 
     JobLease.objects.create(lease_key="k", slot=0, holder="w", job_id=done.id, expires_at=T0 + timedelta(seconds=1))
     JobLease.objects.create(lease_key="k", slot=1, holder="w", job_id=finished.id, expires_at=T0)  # expired now
     found = check("concurrency-slots")
-    assert (found["ids"], found["detail"]) == ([str(done.id)], "1 unexpired slot(s) held for jobs that are not running.")
+    assert found["ids"] == [str(done.id)]
+    assert found["detail"] == "1 unexpired slot(s) held for jobs that are not running."
 
 
 def test_outbox_backlog_at_its_age_limit(frozen_at) -> None:

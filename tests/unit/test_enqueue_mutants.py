@@ -114,14 +114,17 @@ def test_the_enqueuers_tenant_scopes_a_global_job_and_must_agree_with_an_explici
                                   "not a tenant id.")
 
 
+MISMATCH = "tests.tenant_noop: the enqueue names tenant 'globex' but the input belongs to 'acme'."
+
+
 @TENANT_OF
 def test_a_tenant_named_by_the_call_must_be_the_inputs() -> None:
     with refused("X_JOB_TENANT_MISMATCH") as explicit:
         tenant_noop.using(tenant_id="globex").enqueue(key="x", org="acme")
-    assert explicit.error.cause == "tests.tenant_noop: the enqueue names tenant 'globex' but the input belongs to 'acme'."
+    assert explicit.error.cause == MISMATCH
     with refused("X_JOB_TENANT_MISMATCH") as enqueuer:
         tenant_noop.using(enqueued_by="bob@globex").enqueue(key="y", org="acme")
-    assert enqueuer.error.cause == "tests.tenant_noop: the enqueue names tenant 'globex' but the input belongs to 'acme'."
+    assert enqueuer.error.cause == MISMATCH
     ok = tenant_noop.using(enqueued_by="bare").enqueue(key="z", org="acme")  # no enqueuer tenant: the input's
     assert Job.objects.get(id=ok.id).tenant_id == "acme"
 

@@ -104,7 +104,8 @@ def test_fragments_are_normalized_and_deduplicated() -> None:
     assert redact_keys() == ("card_number", "ssn", "pin")
     assert redact({"card-number": 1, "Card_Number": 2, "pins": "x", "n": 1}) == {
         "card-number": R, "Card_Number": R, "pins": R, "n": 1}
-    assert redact_text("card-number=4111 cardnumber=4111 card_number=4111") == f"card-number={R} cardnumber={R} card_number={R}"
+    shown = redact_text("card-number=4111 cardnumber=4111 card_number=4111")
+    assert shown == f"card-number={R} cardnumber={R} card_number={R}"
 
 
 @pytest.mark.parametrize(("text", "shown"), [

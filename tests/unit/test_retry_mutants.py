@@ -73,7 +73,8 @@ def test_a_bad_classification_is_refused_whole_with_the_fix_listing_the_classes(
     err = refusal(register_error_retry, {"GOOD": "terminal", "": "terminal"})
     assert err.cause == "register_error_retry: '' -> 'terminal' is not valid."
     assert err.fix == "Map non-empty code strings to one of terminal, retry-after, retryable."
-    assert refusal(register_error_retry, {"SOME": "often"}).cause == "register_error_retry: 'SOME' -> 'often' is not valid."
+    often = refusal(register_error_retry, {"SOME": "often"})
+    assert often.cause == "register_error_retry: 'SOME' -> 'often' is not valid."
     assert refusal(register_error_retry, {7: "terminal"}).cause == "register_error_retry: 7 -> 'terminal' is not valid."
     assert "GOOD" not in _ERROR_CLASSES  # validated before anything is registered
 
