@@ -6,6 +6,9 @@ pages, one durable step a page, with a ledger (``backfill/``); ``purge`` deletes
 (``purge``), and ``retention`` is the built-in purge of finished jobs and old events; ``pacer``
 spaces out pages at a rate. ``webhook/`` delivers one signed event to one endpoint (the SSRF
 guard, the ``ModelLedger``), ``webhook_receiver`` is the inbound view and its job, ``consumer``
-reads a stream per key with a supervising task. Future factories (imports and exports, rollups,
-one person's data) land here too, one module or subpackage each.
+reads a stream per key with a supervising task. ``export_rows`` writes a QuerySet to a Django
+``Storage`` one object per page, ``import_rows/`` reads a file back a page of bytes per step,
+``rollup`` recomputes the recent buckets of a time series in one upsert, ``refresh_view`` refreshes
+a PostgreSQL materialized view, and ``subject/`` is one person's data (the reach from model
+metadata, the erase, the export).
 """
