@@ -32,7 +32,7 @@ def raw(alias: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, .
     """A raw query on ``alias``: what is really stored there, read past every layer of ours."""
     with connections[alias].cursor() as cursor:
         cursor.execute(sql, params)
-        return list(cursor.fetchall())
+        return list(cursor.fetchall()) if cursor.description else []
 
 
 Raw = Callable[[str, str], list[tuple[Any, ...]]]

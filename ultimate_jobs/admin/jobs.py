@@ -32,6 +32,7 @@ from ultimate_jobs.admin.display import EMPTY, badge, error_is_current, headline
 from ultimate_jobs.admin.jobpage import job_context, offered
 from ultimate_jobs.admin.scope import tenant_scope
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db.routing import alias_for_queue, is_routed
 from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix
@@ -102,6 +103,9 @@ class JobAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> Any:
         query = super().get_queryset(request)
+        queue = request.GET.get("queue")
+        if queue and is_routed(queue):  # QUEUE_DATABASES: a routed queue's jobs are on its database
+            query = query.using(alias_for_queue(queue))
         tenant = tenant_scope(request)
         if tenant is not None:
             query = query.filter(tenant_id=tenant)

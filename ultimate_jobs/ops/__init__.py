@@ -44,6 +44,7 @@ is unknown is resolved by an operator, then the job is retried.
 from __future__ import annotations
 
 from ultimate_jobs.factories.backfill.status import enqueue_backfill, gate_backfill, pending_backfills
+from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.actions import (
     MAX_BULK,
     cancel_job,
@@ -91,6 +92,18 @@ from ultimate_jobs.ops.types import (
     TaskFire,
     WorkerInfo,
 )
+
+# QUEUE_DATABASES: the public calls follow the route (``ops.routes``).
+get_job, retry_job, cancel_job = routes.by_job(get_job), routes.by_job(retry_job), routes.by_job(cancel_job)
+promote_job, remove_job = routes.by_job(promote_job), routes.by_job(remove_job)
+resolve_step = routes.by_job(resolve_step)
+requeue_many, promote_many, remove_many = routes.bulk(requeue_many), routes.bulk(promote_many), routes.bulk(remove_many)
+pause_queue, resume_queue = routes.by_queue(pause_queue), routes.by_queue(resume_queue)
+list_jobs = routes.listing(list_jobs)
+queue_stats = routes.each_database(routes.merged_stats)(queue_stats)
+paused_queues = routes.each_database(routes.concatenated)(paused_queues)
+workers = routes.each_database(routes.concatenated)(workers)
+doctor = routes.doctor_everywhere(doctor)
 
 __all__ = [
     "BackfillRunInfo", "BulkResult", "CounterBucket", "CounterTotal", "Counters", "DoctorCheck", "DoctorReport",

@@ -8,7 +8,9 @@ every operator write uses (the database's clock on PostgreSQL unless a test froz
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -36,8 +38,22 @@ ROW_FIELDS = (
 LIST_FIELDS = tuple(f for f in ROW_FIELDS if f not in ("result",))
 
 
+_ON: ContextVar[str | None] = ContextVar("ultimate_jobs_ops_database", default=None)
+
+
 def alias() -> str:
-    return get_settings().DATABASE
+    """The database ops reads and writes: ``DATABASE``, or the one ``on_database`` chose
+    (``ops.routes``: the database a routed queue's jobs live on)."""
+    return _ON.get() or get_settings().DATABASE
+
+
+@contextmanager
+def on_database(database: str) -> Iterator[None]:
+    token = _ON.set(database)
+    try:
+        yield
+    finally:
+        _ON.reset(token)
 
 
 def jobs() -> QuerySet[Job]:

@@ -1,0 +1,175 @@
+"""Internal: the operator API over every jobs database (``QUEUE_DATABASES``).
+
+Each ``ops`` function reads and writes the alias ``rows.alias()`` answers; the façade
+(``ultimate_jobs.ops``) wraps the public ones here, so they follow the route:
+
+- a call about one job (``get_job``, ``retry_job``, ``cancel_job``, ...) runs on the database
+  holding that job id (``DATABASE`` first, then each routed alias);
+- a call naming a ``queue`` runs on that queue's alias; a bulk write without one runs on each
+  database and answers the sums;
+- ``list_jobs`` without a queue merges the databases' keyset pages by id (ids are time-ordered
+  UUIDv7), so the cursors page across them;
+- ``queue_stats``, ``paused_queues`` and ``workers`` answer every database's rows together;
+  ``doctor`` runs its checks on each database (a routed alias's checks are named ``<check>@<alias>``).
+
+With no route configured every wrapper calls straight through.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+from uuid import UUID
+
+from ultimate_jobs.conf import get_settings
+from ultimate_jobs.db.routing import alias_for_queue, aliases
+from ultimate_jobs.ids import parse_uuid
+from ultimate_jobs.models import Job, OutboxEntry
+from ultimate_jobs.ops.rows import on_database
+from ultimate_jobs.ops.types import BulkResult, DoctorReport, JobPage, QueueStats
+
+F = TypeVar("F", bound=Callable[..., Any])
+_SUMMED = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled", "total")
+
+
+def _routed() -> bool:
+    return bool(get_settings().QUEUE_DATABASES)
+
+
+def job_alias(job_id: str | UUID) -> str:
+    """The database holding ``job_id`` (as a job or a staged outbox row); ``DATABASE`` when none
+    does, so the unknown id gets the usual ``X_JOB_NOT_FOUND`` there."""
+    key = parse_uuid(job_id, subject="job id")
+    for alias in aliases():
+        if (Job.objects.using(alias).filter(id=key).exists()
+                or OutboxEntry.objects.using(alias).filter(id=key).exists()):
+            return alias
+    return get_settings().DATABASE
+
+
+def by_job(fn: F) -> F:
+    """``fn(job_id, ...)`` run on the database holding the job."""
+    @functools.wraps(fn)
+    def routed(job_id: str | UUID, *args: Any, **kwargs: Any) -> Any:
+        if not _routed():
+            return fn(job_id, *args, **kwargs)
+        with on_database(job_alias(job_id)):
+            return fn(job_id, *args, **kwargs)
+    return cast(F, routed)
+
+
+def by_queue(fn: F) -> F:
+    """``fn(queue, ...)`` run on the queue's database."""
+    @functools.wraps(fn)
+    def routed(queue: str, *args: Any, **kwargs: Any) -> Any:
+        if not _routed() or not isinstance(queue, str):
+            return fn(queue, *args, **kwargs)
+        with on_database(alias_for_queue(queue)):
+            return fn(queue, *args, **kwargs)
+    return cast(F, routed)
+
+
+def bulk(fn: F) -> F:
+    """A bulk write: on the ``queue=``'s database, or on each database with the answers summed."""
+    @functools.wraps(fn)
+    def routed(**kwargs: Any) -> BulkResult:
+        if not _routed():
+            return cast(BulkResult, fn(**kwargs))
+        queue = kwargs.get("queue")
+        targets = [alias_for_queue(queue)] if isinstance(queue, str) else aliases()
+        total = BulkResult(affected=0, remaining=0)
+        for alias in targets:
+            with on_database(alias):
+                answer = fn(**kwargs)
+            total["affected"] += answer["affected"]
+            total["remaining"] += answer["remaining"]
+        return total
+    return cast(F, routed)
+
+
+def listing(fn: F) -> F:
+    """``list_jobs``: on the ``queue=``'s database, or every database's page merged by id."""
+    @functools.wraps(fn)
+    def routed(**kwargs: Any) -> JobPage:
+        queue = kwargs.get("queue")
+        if not _routed() or isinstance(queue, str):
+            with on_database(alias_for_queue(queue) if isinstance(queue, str) else get_settings().DATABASE):
+                return cast(JobPage, fn(**kwargs))
+        pages = []
+        for alias in aliases():
+            with on_database(alias):
+                pages.append(fn(**kwargs))
+        limit = kwargs.get("limit", 50)
+        rows = sorted((job for page in pages for job in page["jobs"]), key=lambda job: job["id"], reverse=True)
+        if kwargs.get("before") is not None:  # the page just newer than the cursor: its oldest rows
+            picked = rows[-limit:]
+            more_newer = len(rows) > limit or any(page["previous"] for page in pages)
+            return JobPage(jobs=picked, next=picked[-1]["id"] if picked else None,
+                           previous=picked[0]["id"] if picked and more_newer else None)
+        picked = rows[:limit]
+        more_older = len(rows) > limit or any(page["next"] for page in pages)
+        more_newer = kwargs.get("after") is not None
+        return JobPage(jobs=picked, next=picked[-1]["id"] if picked and more_older else None,
+                       previous=picked[0]["id"] if picked and more_newer else None)
+    return cast(F, routed)
+
+
+def each_database(merge: Callable[[list[Any]], Any]) -> Callable[[F], F]:
+    """A read answered from every database, its answers combined by ``merge``."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def routed(*args: Any, **kwargs: Any) -> Any:
+            if not _routed():
+                return fn(*args, **kwargs)
+            answers = []
+            for alias in aliases():
+                with on_database(alias):
+                    answers.append(fn(*args, **kwargs))
+            return merge(answers)
+        return cast(F, routed)
+    return wrap
+
+
+def concatenated(answers: list[list[Any]]) -> list[Any]:
+    return [item for answer in answers for item in answer]
+
+
+def merged_stats(answers: list[list[QueueStats]]) -> list[QueueStats]:
+    """One entry per queue: counts summed (a queue configured everywhere has zeros on the others),
+    the oldest ready job the oldest of any database, paused if paused on any."""
+    merged: dict[str, QueueStats] = {}
+    for answer in answers:
+        for entry in answer:
+            seen = merged.get(entry["queue"])
+            if seen is None:
+                merged[entry["queue"]] = cast(QueueStats, dict(entry))
+                continue
+            for key in _SUMMED:
+                seen[key] += entry[key]  # type: ignore[literal-required]
+            seen["paused"] = seen["paused"] or entry["paused"]
+            if entry["oldest_ready_at"] is not None and (seen["oldest_ready_at"] is None
+                                                         or entry["oldest_ready_at"] < seen["oldest_ready_at"]):
+                seen["oldest_ready_at"] = entry["oldest_ready_at"]
+                seen["oldest_ready_age"] = entry["oldest_ready_age"]
+    return [merged[q] for q in sorted(merged)]
+
+
+def doctor_everywhere(fn: Callable[[], DoctorReport]) -> Callable[[], DoctorReport]:
+    """``doctor``: its checks on each database; a routed alias's names carry ``@<alias>``, and the
+    scheduler's check runs once (its rows live on ``DATABASE``)."""
+    @functools.wraps(fn)
+    def routed() -> DoctorReport:
+        home = get_settings().DATABASE
+        with on_database(home):
+            report = fn()
+        if not _routed():
+            return report
+        for alias in aliases()[1:]:
+            with on_database(alias):
+                other = fn()
+            report["checks"] += [{**check, "name": f"{check['name']}@{alias}"}
+                                 for check in other["checks"] if check["name"] != "scheduler-watermarks"]
+        report["ok"] = all(check["ok"] for check in report["checks"])
+        return report
+    return routed
