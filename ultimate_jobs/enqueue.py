@@ -27,7 +27,7 @@ from django.utils.module_loading import import_string
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import JOBS_CHANNEL, OUTBOX_CHANNEL, Store, store_for
-from ultimate_jobs.db.routing import alias_for_queue
+from ultimate_jobs.db.routing import alias_for_queue, check_route
 from ultimate_jobs.db.store import Inserted, JobRow
 from ultimate_jobs.db.wake import WAKES
 from ultimate_jobs.durations import to_seconds
@@ -203,6 +203,9 @@ def _submit_routed(rows: list[JobRow], targets: list[str], *, home: str, direct:
     A row whose alias is not in a transaction while the caller's database is gets staged on the
     caller's database: the outbox guarantee holds only where the caller's transaction is."""
     results: list[EnqueueResult | None] = [None] * len(rows)
+    for row, target in zip(rows, targets, strict=True):
+        if target != home:
+            check_route(row.queue, target)  # a bad route refuses before anything is written
     for target in dict.fromkeys(targets):
         picked = [i for i, t in enumerate(targets) if t == target]
         wrapper = connections[home]

@@ -64,16 +64,23 @@ def group_queues(queues: Iterable[str], *, home: str | None = None) -> dict[str,
 def check_routes() -> None:
     """Raise ``X_CONFIG_INVALID`` for a route to an alias missing from ``DATABASES`` or not PostgreSQL."""
     for queue, alias in get_settings().QUEUE_DATABASES.items():
-        if alias not in django_settings.DATABASES:
-            raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['QUEUE_DATABASES'] routes queue {queue!r} to "
-                            f"{alias!r}, which is not in DATABASES.",
-                            f"Add {alias!r} to DATABASES (and migrate it: manage.py migrate --database {alias}), "
-                            "or remove the route.")
-        vendor = connections[alias].vendor
-        if vendor != "postgresql":
-            raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['QUEUE_DATABASES'] routes queue {queue!r} to "
-                            f"{alias!r}, which is {vendor}; a routed queue needs its own PostgreSQL.",
-                            f"Point {alias!r} at a PostgreSQL database, or remove the route.")
+        check_route(queue, alias)
+
+
+def check_route(queue: str, alias: str) -> None:
+    """Raise ``X_CONFIG_INVALID`` unless ``alias`` is in ``DATABASES`` and is PostgreSQL (a route to
+    ``DATABASE`` itself changes nothing and is let be)."""
+    if alias == get_settings().DATABASE:
+        return
+    if alias not in django_settings.DATABASES:
+        raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['QUEUE_DATABASES'] routes queue {queue!r} to {alias!r}, "
+                        "which is not in DATABASES.", f"Add {alias!r} to DATABASES (then manage.py migrate "
+                        f"--database {alias}), or remove the route.")
+    vendor = connections[alias].vendor
+    if vendor != "postgresql":
+        raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['QUEUE_DATABASES'] routes queue {queue!r} to {alias!r}, "
+                        f"which is {vendor}; a routed queue needs its own PostgreSQL.",
+                        f"Point {alias!r} at a PostgreSQL database, or remove the route.")
 
 
 def single_alias(queues: Iterable[str], *, home: str | None = None) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ultimate_jobs.db.routing import aliases
+from ultimate_jobs.db.routing import aliases, check_routes
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import log_to_stderr
 from ultimate_jobs.management.commands.jobs_worker import _positive_int
@@ -28,6 +28,7 @@ class Command(BaseCommand):
         log_to_stderr(self, options["verbosity"])
         try:
             # QUEUE_DATABASES: each jobs database has its own outbox, so one relay each, in this process.
+            check_routes()
             relays = [Relay(burst=options["burst"], batch_size=options["batch_size"], database=alias)
                       for alias in aliases()]
         except JobsError as err:

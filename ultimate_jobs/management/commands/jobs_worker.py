@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.db.routing import aliases, group_queues
+from ultimate_jobs.db.routing import aliases, check_routes, group_queues
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import log_to_stderr
@@ -87,6 +87,7 @@ class Command(BaseCommand):
             background_roles.remove("relay")
         try:
             # QUEUE_DATABASES: one claim loop per database holding some of the queues, in this process.
+            check_routes()
             groups = group_queues(queues if queues is not None else get_settings().QUEUES) or {
                 get_settings().DATABASE: []}  # no queue at all: the Worker names that refusal
             concurrency = parse_concurrency(options["concurrency"], [q for qs in groups.values() for q in qs])
