@@ -119,8 +119,9 @@ class _Workers(list[str]):
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
-            row = (Job.objects.using(get_settings().DATABASE).filter(id=self._job_id)
-                   .values("claimed_by", "attempts").first() or {})
+            found = (Job.objects.using(get_settings().DATABASE).filter(id=self._job_id)
+                     .values("claimed_by", "attempts").first())
+            row: dict[str, Any] = dict(found) if found else {}
             history = [str(entry.get("worker") or "") for entry in row.get("attempts") or []]
             self.extend([*history, row.get("claimed_by") or ""][-self._attempts:])
 
@@ -139,7 +140,7 @@ class _Workers(list[str]):
         self._load()
         return super().__eq__(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment,unused-ignore]
 
     def __repr__(self) -> str:
         self._load()
