@@ -24,6 +24,7 @@ from ultimate_jobs.contrib.tasks.framework import (
     TaskResultDoesNotExist,
     TaskResultStatus,
 )
+from ultimate_jobs.errors import X_LEASE_LAPSED
 from ultimate_jobs.models import Job, OutboxEntry
 
 STATUS = {
@@ -176,7 +177,7 @@ def _task(payload: dict[str, Any], row: dict[str, Any]) -> Any:
 
 def _error(entry: dict[str, Any]) -> TaskError:
     text = entry.get("error") or ""
-    if entry.get("error_code") == "X_LEASE_LAPSED":
+    if entry.get("error_code") == X_LEASE_LAPSED:
         return TaskError(exception_class_path=LAPSED_CLASS, traceback=text)
     return TaskError(exception_class_path=class_path(text), traceback=text)
 
