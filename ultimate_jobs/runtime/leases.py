@@ -58,13 +58,14 @@ class LeaseKeeper:
         self._last_rescue = 0.0
         self._lost: list[tuple[UUID, str, str]] = []  # lost leases not yet counted
 
-    def keep(self) -> None:
-        """Heartbeat and rescue, each when due."""
+    def keep(self) -> bool:
+        """Heartbeat and rescue, each when due; answer whether the rescue made rows runnable again."""
         now = time.monotonic()
         if now - self._last_heartbeat >= self.interval:
             self.heartbeat()
         if now - self._last_rescue >= RESCUE_INTERVAL:
-            self.rescue()
+            return self.rescue()
+        return False
 
     def heartbeat(self) -> None:
         held = [r for r in self.holdings.runs.values() if not r.settled]
@@ -113,7 +114,8 @@ class LeaseKeeper:
             log.error("jobs.lease.lost job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
             self._lost.append((run.id, run.claimed.name, run.claimed.queue))
 
-    def rescue(self) -> None:
+    def rescue(self) -> bool:
+        """Hand back lapsed leases; answer whether any row went back to ``ready``."""
         self._last_rescue = time.monotonic()
         handles = registered_jobs()
         no_dead_letter = [h.name for h in handles if not h.retry.dead_letter]
@@ -122,9 +124,10 @@ class LeaseKeeper:
                                             no_dead_letter=no_dead_letter)
         except self._db_errors as exc:
             self._on_db_error("jobs.rescue.failed", exc)
-            return
+            return False
         for job in rescued:
             log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job.id, job.name, job.queue, job.state)
             handle = get_job_handle(job.name)
             if handle is not None and handle.on_settled is not None and job.state in ("dead", "failed"):
                 self.settler.after(functools.partial(settled_hooks.deliver_rescued, handle, job.id, self.alias))
+        return any(job.state == "ready" for job in rescued)

@@ -146,8 +146,10 @@ class Worker(LoopedService):
         self.settler.expire_timeouts()
         started = self.claims.settle_and_claim(claiming=not self.drain.draining)
         # After the claim: a woken idle worker starts its job before the once-a-second rescue's
-        # round trip (renewals and rescues are due on their own clocks, a pass later is as good).
-        self.leases.keep()
+        # round trip (renewals and rescues are due on their own clocks). Rows the rescue made
+        # runnable again are claimed in this same pass, as they were when the rescue came first.
+        if self.leases.keep() and not self.drain.draining:
+            started += self.claims.settle_and_claim(claiming=True)
         if self.on_pass is not None:
             self.on_pass(self, started)
         return started
