@@ -159,3 +159,18 @@ def test_an_operator_cancels_a_waiting_task_and_it_reads_failed() -> None:
     assert result.status == TaskResultStatus.FAILED and result.is_finished
     drain()
     assert tasks.CALLS == []
+
+
+def test_metrics_count_django_tasks_and_the_doctor_finds_a_stuck_one() -> None:
+    from ultimate_jobs.ops.metrics import render
+
+    done = tasks.record.enqueue("counted")
+    drain()
+    text = render()[0].decode()
+    assert 'jobs_total{outcome="done",queue="default"} 1.0' in text.splitlines(), text
+    stuck = tasks.record.enqueue("stuck")
+    store_for(None).job_claim(queue="default", names=["django_tasks"], limit=1, worker_id="w-gone", visibility=30,
+                              now=None)
+    Job.objects.filter(id=stuck.id).update(visible_at=timezone.now() - timedelta(minutes=1))
+    check = next(c for c in ops.doctor()["checks"] if c["name"] == "stuck-running")
+    assert check["ids"] == [str(stuck.id)] and str(done.id) not in check["ids"]
