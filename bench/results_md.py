@@ -171,15 +171,15 @@ def plot(ours: dict[str, list[float]], png: Path) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--ours", type=Path, required=True)
-    ap.add_argument("--peers", type=Path, default=None)
+    ap.add_argument("--ours", type=Path, nargs="+", required=True, help="one run's records (or several runs')")
+    ap.add_argument("--peers", type=Path, nargs="*", default=[])
     ap.add_argument("--command", default="make bench")
     ap.add_argument("--png", type=Path, default=ROOT / "docs" / "scaling-workers.png")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
     args = ap.parse_args()
-    records = load(args.ours)
+    records = [rec for path in args.ours for rec in load(path)]
     ours = ours_values(records)
-    peer = peer_values(load(args.peers))
+    peer = peer_values([rec for path in args.peers for rec in load(path)])
     commits = sorted({str(r.get("commit")) for r in records if r.get("commit")})
     plotted = plot(ours, args.png)
     rel = lambda p: p.resolve().relative_to(ROOT) if p.resolve().is_relative_to(ROOT) else p  # noqa: E731
@@ -195,8 +195,9 @@ def main() -> None:
         args.command,
         "```",
         "",
-        f"Raw records: `{rel(args.ours)}` (ours)" + (f", `{rel(args.peers)}` (the peer harness, same run)."
-                                                     if args.peers else "."),
+        "Raw records: " + ", ".join(f"`{rel(p)}`" for p in args.ours) + " (ours)"
+        + (", " + ", ".join(f"`{rel(p)}`" for p in args.peers) + " (the peer harness, same run)." if args.peers
+           else "."),
         "Metric definitions: `bench/run.py`'s docstring (the peers' harness measures the same four: "
         "`/work/shared/peer-bench/README.md`); flat and scale cases: `bench/flat.py`; relay: `bench/outbox.py`.",
         "Every job is a no-op: each figure is queue overhead. Ratios are ours over PgQueuer's median from the "
