@@ -12,7 +12,7 @@ from psycopg.rows import kwargs_row
 
 from ultimate_jobs.db.postgres.connection import PostgresConnection
 from ultimate_jobs.db.postgres.counters import _COUNT_SETTLED
-from ultimate_jobs.db.states import LIVE, RUNNABLE, TERMINAL
+from ultimate_jobs.db.states import LIVE, TERMINAL
 from ultimate_jobs.db.store import (
     ATTEMPT_ERROR_CHARS,
     ATTEMPTS_KEPT,
