@@ -180,3 +180,38 @@ def test_a_delayed_enqueue_waits_its_delay() -> None:
     row = Job.objects.get(id=noop.using(delay=timedelta(minutes=5)).enqueue(key="later").id)
     assert (row.state, row.run_at - row.created_at) == ("delayed", timedelta(minutes=5))
     assert NO_TENANT is not None
+
+
+def answering(value: object) -> object:
+    """TENANT_OF for the test below: answers whatever ``PLANTED`` holds."""
+    return PLANTED[0]
+
+
+PLANTED: list[object] = [None]
+
+
+@override_settings(ULTIMATE_JOBS={"TENANT_OF": f"{__name__}.answering"})
+def test_only_a_tenant_id_is_accepted_from_tenant_of() -> None:
+    from uuid import UUID
+
+    fix = ("Return the user's tenant id (a string of 1-200 characters without NUL, an int or a UUID), or None for "
+           "a user of no tenant.")
+    for bad in ["", "t" * 201, "ac\x00me", True, 1.5]:
+        PLANTED[0] = bad
+        with refused("X_CONFIG_INVALID") as caught:
+            noop.using(enqueued_by="ann").enqueue(key="k")
+        assert caught.error.fix == fix, bad
+    for good, stored in [("t" * 200, "t" * 200), (UUID(int=5), "00000000-0000-0000-0000-000000000005")]:
+        PLANTED[0] = good
+        assert Job.objects.get(id=noop.using(enqueued_by="ann").enqueue(key=stored[:8]).id).tenant_id == stored
+
+
+def test_the_relays_direct_write_inserts_even_inside_a_transaction() -> None:
+    from ultimate_jobs.enqueue import submit
+
+    row = EnqueueOptions().row(rendered("direct"))
+    with transaction.atomic():
+        (result,) = submit([row], direct=True)
+        assert (result.staged, result.deduped) == (False, False)
+        assert Job.objects.filter(idempotency_key="direct").count() == 1
+    assert OutboxEntry.objects.count() == 0
