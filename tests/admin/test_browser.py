@@ -16,11 +16,13 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from tests.factories import JobFactory, JobStepFactory
 from ultimate_jobs import NO_TENANT, Retry, Worker, ops
@@ -149,11 +151,16 @@ def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(
     card = {"last4": "4242", "token": "tok_live_do_not_show"}
     trace = ("Traceback (most recent call last):\n  File \"shop/payments.py\", line 88, in capture\n"
              "    gateway.charge(card)\nConnectionError: card gateway unreachable after 30 s (api_key=[redacted])")
-    attempts = [{"attempt": n, "worker": f"web-{n % 2 + 1}.shop:41{n}", "started_at": f"2026-12-01T09:0{n}:00Z",
-                 "finished_at": f"2026-12-01T09:0{n}:31Z", "outcome": "retried" if n < 5 else "dead",
-                 "error_code": "GATEWAY_DOWN", "error": trace} for n in range(1, 6)]
+    # Five attempts two minutes apart ending just now, so the screenshot's timeline reads like a real one.
+    first = timezone.now() - timedelta(minutes=9)
+    attempts = [{"attempt": n, "worker": f"web-{n % 2 + 1}.shop:41{n}",
+                 "started_at": (first + timedelta(minutes=2 * (n - 1))).isoformat(),
+                 "finished_at": (first + timedelta(minutes=2 * (n - 1), seconds=31)).isoformat(),
+                 "outcome": "retried" if n < 5 else "dead",
+                 "error_code": "X_GATEWAY_DOWN", "error": trace} for n in range(1, 6)]
     dead = JobFactory(dead=True, name="payments.capture", queue="payments", tenant_id="acme", max_attempts=5,
-                      attempt=5, idempotency_key="capture:1042", error_code="GATEWAY_DOWN", attempts=attempts,
+                      attempt=5, idempotency_key="capture:1042", error_code="X_GATEWAY_DOWN", attempts=attempts,
+                      created_at=first, started_at=first, finished_at=first + timedelta(minutes=8, seconds=31),
                       payload={"order_id": 1042, "shop": "acme", "card": card},
                       last_error=trace.replace("[redacted]", "sk_live_123"))
     JobStepFactory(run_id=dead.run_id, name="reserve-stock", status="completed", output={"reserved": 2}, seq=0)
@@ -163,7 +170,7 @@ def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(
                payload={"order_id": 1042, "shop": "acme", "card": card})
     for n in range(3):
         JobFactory(dead=True, name="payments.capture", queue="payments", tenant_id="globex",
-                   idempotency_key=f"capture:{2000 + n}", error_code="CARD_DECLINED",
+                   idempotency_key=f"capture:{2000 + n}", error_code="X_CARD_DECLINED",
                    last_error=f"CardDeclined: issuer said no (order {2000 + n}, do not retry)",
                    payload={"order_id": 2000 + n, "shop": "globex", "card": card})
         JobFactory(done=True, name="emails.receipt", queue="emails", idempotency_key=f"receipt:{n}",
