@@ -173,7 +173,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--ours", type=Path, nargs="+", required=True, help="one run's records (or several runs')")
     ap.add_argument("--peers", type=Path, nargs="*", default=[])
-    ap.add_argument("--command", default="make bench")
+    ap.add_argument("--command", action="append", help="the command(s) that made the records (default: make bench)")
+    ap.add_argument("--note", action="append", default=[], help="a line printed under the header")
     ap.add_argument("--png", type=Path, default=ROOT / "docs" / "scaling-workers.png")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
     args = ap.parse_args()
@@ -192,8 +193,9 @@ def main() -> None:
         "How it was run:",
         "",
         "```sh",
-        args.command,
+        *(args.command or ["make bench"]),
         "```",
+        *([""] + args.note if args.note else []),
         "",
         "Raw records: " + ", ".join(f"`{rel(p)}`" for p in args.ours) + " (ours)"
         + (", " + ", ".join(f"`{rel(p)}`" for p in args.peers) + " (the peer harness, same run)." if args.peers
