@@ -36,6 +36,7 @@ from typing import Any
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import store_for
+from ultimate_jobs.db.routing import aliases
 from ultimate_jobs.factories.purge import cancelled, purge
 from ultimate_jobs.factories.webhook.ledger import webhook_deliveries
 from ultimate_jobs.retry import Retry
@@ -64,15 +65,16 @@ class _BatchedTarget:
         raise NotImplementedError
 
     def purge_expired(self, now: datetime) -> dict[str, int]:
-        store = store_for()
         totals: dict[str, int] = {}
-        while not cancelled():
-            counts = self.delete_one_batch(store, now)
-            for key, value in counts.items():
-                totals[key] = totals.get(key, 0) + value
-            totals["batches"] = totals.get("batches", 0) + 1
-            if next(iter(counts.values())) < self.batch:
-                break
+        for alias in aliases():  # QUEUE_DATABASES: a routed database's finished rows expire too
+            store = store_for(alias)
+            while not cancelled():
+                counts = self.delete_one_batch(store, now)
+                for key, value in counts.items():
+                    totals[key] = totals.get(key, 0) + value
+                totals["batches"] = totals.get("batches", 0) + 1
+                if next(iter(counts.values())) < self.batch:
+                    break
         log.info("jobs.retention.purged target=%s %s", self.name, " ".join(f"{k}={v}" for k, v in totals.items()))
         return totals
 
