@@ -177,7 +177,8 @@ def _tenant_answer(path: str, found: object) -> str | None:
     return found
 
 
-def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = False) -> list[EnqueueResult]:
+def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = False,
+           stage_routed: bool = False) -> list[EnqueueResult]:
     """Write validated rows: one result per row, in order; in-batch duplicates share one job.
 
     Inside a transaction on the jobs database the rows are staged in the outbox (``staged=True``,
@@ -187,21 +188,23 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
 
     A queue routed by ``QUEUE_DATABASES`` is written on its alias (``db.routing``); inside a
     transaction on ``database`` (the caller's database) its rows are staged there, in the caller's
-    transaction, and the relay delivers them into the routed alias.
+    transaction, and the relay delivers them into the routed alias. ``stage_routed=True`` stages
+    them so even with ``direct``: the scheduler's occurrence and its watermark commit together.
     """
     conf = get_settings()
     home = database or conf.DATABASE
     if conf.QUEUE_DATABASES:  # the common case (no route) reads nothing per row
         targets = [alias_for_queue(row.queue, home=home) for row in rows]
         if any(target != home for target in targets):
-            return _submit_routed(rows, targets, home=home, direct=direct)
+            return _submit_routed(rows, targets, home=home, direct=direct, stage_routed=stage_routed)
     return _submit_on(rows, store_for(home), direct=direct)
 
 
-def _submit_routed(rows: list[JobRow], targets: list[str], *, home: str, direct: bool) -> list[EnqueueResult]:
+def _submit_routed(rows: list[JobRow], targets: list[str], *, home: str, direct: bool,
+                   stage_routed: bool) -> list[EnqueueResult]:
     """``submit`` for rows of routed queues: each alias's rows written as one call, answers in order.
-    A row whose alias is not in a transaction while the caller's database is gets staged on the
-    caller's database: the outbox guarantee holds only where the caller's transaction is."""
+    Inside a transaction on the caller's database a routed row is staged there, never inserted on
+    its alias: the outbox guarantee holds only where the caller's transaction is."""
     results: list[EnqueueResult | None] = [None] * len(rows)
     for row, target in zip(rows, targets, strict=True):
         if target != home:
@@ -210,8 +213,10 @@ def _submit_routed(rows: list[JobRow], targets: list[str], *, home: str, direct:
         picked = [i for i, t in enumerate(targets) if t == target]
         wrapper = connections[home]
         in_caller_tx = wrapper.in_atomic_block or not wrapper.get_autocommit()
-        store = store_for(home if (not direct and target != home and in_caller_tx) else target)
-        for index, result in zip(picked, _submit_on([rows[i] for i in picked], store, direct=direct), strict=True):
+        stage_home = target != home and in_caller_tx and (not direct or stage_routed)
+        store = store_for(home if stage_home else target)
+        written = _submit_on([rows[i] for i in picked], store, direct=direct and not stage_home)
+        for index, result in zip(picked, written, strict=True):
             results[index] = result
     return [r for r in results if r is not None]
 

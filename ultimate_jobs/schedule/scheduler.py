@@ -212,7 +212,9 @@ class Scheduler(LoopedService):
                                        occurrence=chosen[-1], fired=len(chosen), now=now)
             rows = [row for _, batch in batches for row in batch]
             if moved and rows:
-                results = submit(rows, database=self.alias, direct=True)  # its own transaction, not a caller's
+                # Its own transaction, not a caller's; a routed queue's jobs are staged in it (the
+                # relay delivers them), so an occurrence still fires once with its watermark.
+                results = submit(rows, database=self.alias, direct=True, stage_routed=True)
         if not moved:
             fresh = watermarks.read(self.alias, [handle.name]).get(handle.name)
             if fresh is not None and fresh.watermark is not None:
