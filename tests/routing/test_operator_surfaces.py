@@ -83,3 +83,20 @@ def test_the_admin_lists_a_routed_queue_and_opens_its_job(routed, admin_client) 
     assert "mail-secret-0" in listing and "home-secret-0" not in listing
     page = admin_client.get(f"/admin/ultimate_jobs/job/{routed_ids[0]}/change/").content.decode()
     assert "mail-secret-0" in page
+
+
+def test_counters_and_metrics_count_what_a_worker_settled_on_the_routed_database(routed) -> None:
+    from ultimate_jobs import Worker
+
+    for i in range(3):
+        noop.using(queue="emails").enqueue(key=f"counted-{i}")
+    stats = Worker(queues=["emails"], burst=True, concurrency=2).run(install_signals=False)
+    assert stats["settled"] == 3
+    assert raw(ROUTED, "SELECT count(*) FROM ultimate_jobs_job WHERE state = 'done'") == [(3,)]
+    totals = {(t["queue"], t["outcome"]): t["count"] for t in ops.counter_totals()}
+    assert totals[("emails", "done")] == 3
+    assert ops.counters(queue="emails")["totals"]["done"] == 3
+    from ultimate_jobs.ops.metrics import render
+
+    text = render()[0].decode()
+    assert 'jobs_total{outcome="done",queue="emails"} 3.0' in text

@@ -103,6 +103,8 @@ list_jobs = routes.listing(list_jobs)
 queue_stats = routes.each_database(routes.merged_stats)(queue_stats)
 paused_queues = routes.each_database(routes.concatenated)(paused_queues)
 workers = routes.each_database(routes.concatenated)(workers)
+counters = routes.each_database(routes.summed_counters)(counters)
+counter_totals = routes.each_database(routes.summed_totals)(counter_totals)
 doctor = routes.doctor_everywhere(doctor)
 
 __all__ = [

@@ -9,7 +9,8 @@ Each ``ops`` function reads and writes the alias ``rows.alias()`` answers; the f
   database and answers the sums;
 - ``list_jobs`` without a queue merges the databases' keyset pages by id (ids are time-ordered
   UUIDv7), so the cursors page across them;
-- ``queue_stats``, ``paused_queues`` and ``workers`` answer every database's rows together;
+- ``queue_stats``, ``paused_queues``, ``workers``, ``counters`` and ``counter_totals`` (and so the
+  Prometheus metrics) answer every database's rows together;
   ``doctor`` runs its checks on each database (a routed alias's checks are named ``<check>@<alias>``).
 
 With no route configured every wrapper calls straight through.
@@ -27,7 +28,15 @@ from ultimate_jobs.db.routing import alias_for_queue, aliases
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import Job, OutboxEntry
 from ultimate_jobs.ops.rows import on_database
-from ultimate_jobs.ops.types import BulkResult, DoctorReport, JobPage, QueueStats
+from ultimate_jobs.ops.types import (
+    BulkResult,
+    CounterBucket,
+    Counters,
+    CounterTotal,
+    DoctorReport,
+    JobPage,
+    QueueStats,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SUMMED = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled", "total")
@@ -153,6 +162,32 @@ def merged_stats(answers: list[list[QueueStats]]) -> list[QueueStats]:
                 seen["oldest_ready_at"] = entry["oldest_ready_at"]
                 seen["oldest_ready_age"] = entry["oldest_ready_age"]
     return [merged[q] for q in sorted(merged)]
+
+
+def summed_totals(answers: list[list[CounterTotal]]) -> list[CounterTotal]:
+    """``counter_totals`` of every database, summed per queue and outcome (a queue routed later
+    has counts on both)."""
+    summed: dict[tuple[str, str], int] = {}
+    for answer in answers:
+        for row in answer:
+            summed[(row["queue"], row["outcome"])] = summed.get((row["queue"], row["outcome"]), 0) + row["count"]
+    return [CounterTotal(queue=q, outcome=o, count=n) for (q, o), n in sorted(summed.items())]
+
+
+def summed_counters(answers: list[Counters]) -> Counters:
+    """``counters`` of every database: buckets summed per instant and outcome, totals summed."""
+    merged = answers[0]
+    buckets: dict[tuple[Any, str], int] = {}
+    totals: dict[str, int] = {}
+    for answer in answers:
+        for bucket in answer["buckets"]:
+            key = (bucket["at"], bucket["outcome"])
+            buckets[key] = buckets.get(key, 0) + bucket["count"]
+        for outcome, n in answer["totals"].items():
+            totals[outcome] = totals.get(outcome, 0) + n
+    return Counters(name=merged["name"], queue=merged["queue"], since=merged["since"], width=merged["width"],
+                    buckets=[CounterBucket(at=at, outcome=o, count=n) for (at, o), n in sorted(buckets.items())],
+                    totals=totals)
 
 
 def doctor_everywhere(fn: Callable[[], DoctorReport]) -> Callable[[], DoctorReport]:
