@@ -54,3 +54,17 @@ def test_a_long_running_worker_serves_both_databases_and_sigterm_drains_both(rou
     proc.signal(signal.SIGTERM)
     code, _ = wait_exit(proc, PROCESS_TIMEOUT)
     assert code == 0, proc.output()
+
+
+def test_jobs_relay_burst_publishes_the_outbox_of_each_database(routed, routed_env, worker_process) -> None:
+    with transaction.atomic():  # staged on default, routed to jobs_routed
+        home_staged = record.using(queue="emails").enqueue(key="relay-from-home")
+    with transaction.atomic(using=ROUTED):  # staged on jobs_routed itself
+        routed_staged = record.using(queue="emails").enqueue(key="relay-from-routed")
+    proc = worker_process("--burst", env=routed_env, command="jobs_relay")
+    code, _ = wait_exit(proc, PROCESS_TIMEOUT)
+    assert code == 0, proc.output()
+    assert "relay stopped: published=2 failed=0" in proc.output()
+    assert sorted(raw(ROUTED, "SELECT id, payload->>'key' FROM ultimate_jobs_job")) == sorted(
+        [(home_staged.id, "relay-from-home"), (routed_staged.id, "relay-from-routed")])
+    assert raw("default", "SELECT count(*) FROM ultimate_jobs_job") == [(0,)]
