@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ultimate_jobs.errors import X_DRAINING
@@ -33,7 +33,6 @@ class RoutedWorkers:
 
     def __init__(self, workers: Mapping[str, Worker]) -> None:
         self.workers = dict(workers)
-        self.stats: dict[str, dict[str, int]] = {}
         self._signals = 0
 
     def stop(self, reason: str = X_DRAINING) -> None:
@@ -49,7 +48,7 @@ class RoutedWorkers:
 
     def _run(self, alias: str, worker: Worker) -> None:
         try:
-            self.stats[alias] = worker.run(install_signals=False)
+            worker.run(install_signals=False)
         except Exception:  # one database's loop failing must not leave the others undrained
             log.exception("jobs.worker.crashed database=%s", alias)
             self.stop(X_DRAINING)
@@ -70,7 +69,33 @@ class RoutedWorkers:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         total: dict[str, int] = {}
-        for stats in self.stats.values():
-            for key, value in stats.items():
+        for worker in self.workers.values():  # a loop that crashed still has its counts so far
+            for key, value in worker.stats.items():
                 total[key] = total.get(key, 0) + value
         return total
+
+
+class SharedBurst:
+    """The burst loops' ``on_idle``: one set of relay passes shared by every loop, run under one
+    lock. A relay on one database may publish into another's, so a loop passes again when any
+    pass published since it last asked, and no pass runs beside another (a loop finding nothing
+    claimable means nothing staged was held by a pass in flight)."""
+
+    def __init__(self, passes: list[Callable[[], bool]]) -> None:
+        self.passes = passes
+        self._lock = threading.Lock()
+        self._published = 0
+        self._seen: dict[int, int] = {}
+
+    def for_loop(self) -> Callable[[], bool]:
+        key = len(self._seen)
+        self._seen[key] = 0
+
+        def on_idle() -> bool:
+            with self._lock:
+                if any([burst_pass() for burst_pass in self.passes]):
+                    self._published += 1
+                fresh = self._seen[key] != self._published
+                self._seen[key] = self._published
+                return fresh
+        return on_idle

@@ -16,7 +16,7 @@ from ultimate_jobs.management import log_to_stderr
 from ultimate_jobs.outbox import Relay
 from ultimate_jobs.runtime.claims import parse_concurrency
 from ultimate_jobs.runtime.roles import BackgroundRoles, Service
-from ultimate_jobs.runtime.routed import RoutedWorkers
+from ultimate_jobs.runtime.routed import RoutedWorkers, SharedBurst
 from ultimate_jobs.runtime.worker import Worker
 from ultimate_jobs.schedule.scheduler import Scheduler
 
@@ -53,11 +53,10 @@ def _role_name(role: str, alias: str) -> str:
     return role if alias == get_settings().DATABASE else f"{role}:{alias}"
 
 
-def _burst_relays() -> Callable[[], bool]:
-    """A burst worker's ``on_idle``: one pass of a relay on each jobs database (True when any
-    published something). Each claim loop gets its own relays: a relay is not shared by threads."""
-    relays = [Relay(database=alias) for alias in aliases()]
-    return lambda: any([relay.burst_pass() for relay in relays])
+def _burst_relays() -> SharedBurst:
+    """A burst worker's ``on_idle``: a pass of the relay on each jobs database, shared by the claim
+    loops (``SharedBurst``: a loop passes again when any relay published)."""
+    return SharedBurst([Relay(database=alias).burst_pass for alias in aliases()])
 
 
 class Command(BaseCommand):
@@ -91,12 +90,13 @@ class Command(BaseCommand):
             groups = group_queues(queues if queues is not None else get_settings().QUEUES) or {
                 get_settings().DATABASE: []}  # no queue at all: the Worker names that refusal
             concurrency = parse_concurrency(options["concurrency"], [q for qs in groups.values() for q in qs])
+            shared = _burst_relays() if burst_relay else None
             workers = {alias: Worker(queues=group, database=alias,
                                      concurrency=({q: concurrency[q] for q in group}
                                                   if isinstance(concurrency, dict) else concurrency),
                                      max_in_flight=options["max_in_flight"], burst=options["burst"],
                                      drain_timeout=options["drain_timeout"],
-                                     on_idle=_burst_relays() if burst_relay else None)
+                                     on_idle=shared.for_loop() if shared is not None else None)
                        for alias, group in groups.items()}
         except (JobsError, ValueError) as err:
             raise CommandError(str(err)) from None
