@@ -99,13 +99,15 @@ def verdict(goal: Goal, value: float | None, peer: float | None, empty: float | 
         ok &= value >= goal.limit if goal.higher else value <= goal.limit
         notes.append(f"{'>=' if goal.higher else '<='} {goal.limit:g}")
     if goal.peer_factor is not None:
-        if peer:
-            ok &= value >= goal.peer_factor * peer
         notes.append(f">= {goal.peer_factor:g}x {PEER}")
+        if not peer:
+            return " and ".join(notes), f"not judged: no {PEER} figure in this run"
+        ok &= value >= goal.peer_factor * peer
     if goal.empty_key is not None:
-        if empty:
-            ok &= (value >= 0.9 * empty) if goal.higher else (value <= 1.1 * empty)
         notes.append("within 10 % of the empty table")
+        if not empty:
+            return " and ".join(notes), "not judged: no empty-table figure in this run"
+        ok &= (value >= 0.9 * empty) if goal.higher else (value <= 1.1 * empty)
     if not notes:
         return "", ""
     return " and ".join(notes), "met" if ok else "MISSED"
