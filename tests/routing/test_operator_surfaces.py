@@ -100,3 +100,14 @@ def test_counters_and_metrics_count_what_a_worker_settled_on_the_routed_database
 
     text = render()[0].decode()
     assert 'jobs_total{outcome="done",queue="emails"} 3.0' in text
+
+
+def test_a_routed_job_is_found_by_its_id_prefix_and_its_page_lists_its_earlier_runs(routed, admin_client) -> None:
+    first = noop.using(queue="emails").enqueue(key="rerun-secret")
+    raw(ROUTED, "UPDATE ultimate_jobs_job SET state = 'done', finished_at = now() WHERE id = %s", (first.id,))
+    again = noop.using(queue="emails").enqueue(key="rerun-secret")  # the key is free again: a second run
+    assert again.id != first.id
+    assert ops.resolve_job_id(str(again.id)[:30]) == str(again.id)
+    assert str(again.id) in ops.matching_job_ids(str(again.id)[:30])
+    page = admin_client.get(f"/admin/ultimate_jobs/job/{again.id}/change/").content.decode()
+    assert f"/admin/ultimate_jobs/job/{first.id}/change/" in page  # the earlier run, read on its database

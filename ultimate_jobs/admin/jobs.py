@@ -35,6 +35,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db.routing import alias_for_queue, is_routed
 from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import JobsError
+from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix
 from ultimate_jobs.redact import preview_json, redact_text
 
@@ -294,8 +295,9 @@ class JobAdmin(admin.ModelAdmin):
         if job is None:
             return HttpResponseRedirect(reverse("admin:ultimate_jobs_job_changelist"))
         actions = [a for a in offered(job) if self.may(request, a)]
-        context = {**self.admin_site.each_context(request), "opts": self.opts, **job_context(job, actions),
-                   **(extra_context or {})}
+        with routes.on_job_database(job["id"]):  # QUEUE_DATABASES: its earlier runs are beside it
+            page = job_context(job, actions)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, **page, **(extra_context or {})}
         return TemplateResponse(request, "admin/ultimate_jobs/job/detail.html", context)
 
     def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:

@@ -106,6 +106,8 @@ workers = routes.each_database(routes.concatenated)(workers)
 counters = routes.each_database(routes.summed_counters)(counters)
 counter_totals = routes.each_database(routes.summed_totals)(counter_totals)
 doctor = routes.doctor_everywhere(doctor)
+resolve_job_id = routes.first_found(resolve_job_id)
+matching_job_ids = routes.each_database(routes.concatenated)(matching_job_ids)
 
 __all__ = [
     "BackfillRunInfo", "BulkResult", "CounterBucket", "CounterTotal", "Counters", "DoctorCheck", "DoctorReport",

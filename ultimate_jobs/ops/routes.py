@@ -4,7 +4,8 @@ Each ``ops`` function reads and writes the alias ``rows.alias()`` answers; the f
 (``ultimate_jobs.ops``) wraps the public ones here, so they follow the route:
 
 - a call about one job (``get_job``, ``retry_job``, ``cancel_job``, ...) runs on the database
-  holding that job id (``DATABASE`` first, then each routed alias);
+  holding that job id (``DATABASE`` first, then each routed alias); ``resolve_job_id`` (a prefix
+  or short form) answers from the first database with a match, ``matching_job_ids`` from all;
 - a call naming a ``queue`` runs on that queue's alias; a bulk write without one runs on each
   database and answers the sums;
 - ``list_jobs`` without a queue merges the databases' keyset pages by id (ids are time-ordered
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db.routing import alias_for_queue, aliases
+from ultimate_jobs.errors import X_JOB_NOT_FOUND, JobsError
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import Job, OutboxEntry
 from ultimate_jobs.ops.rows import on_database
@@ -55,6 +58,30 @@ def job_alias(job_id: str | UUID) -> str:
                 or OutboxEntry.objects.using(alias).filter(id=key).exists()):
             return alias
     return get_settings().DATABASE
+
+
+def on_job_database(job_id: str | UUID) -> AbstractContextManager[None]:
+    """Read the rows beside a job (its earlier runs, its steps) on the database holding it."""
+    return on_database(job_alias(job_id)) if _routed() else nullcontext()
+
+
+def first_found(fn: F) -> F:
+    """``fn(text)`` on each database until one answers; ``X_JOB_NOT_FOUND`` only when none does."""
+    @functools.wraps(fn)
+    def routed(text: str, *args: Any, **kwargs: Any) -> Any:
+        if not _routed():
+            return fn(text, *args, **kwargs)
+        *others, last = aliases()
+        for alias in others:
+            with on_database(alias):
+                try:
+                    return fn(text, *args, **kwargs)
+                except JobsError as err:
+                    if err.code != X_JOB_NOT_FOUND:
+                        raise
+        with on_database(last):  # the last database's answer, X_JOB_NOT_FOUND included
+            return fn(text, *args, **kwargs)
+    return cast(F, routed)
 
 
 def by_job(fn: F) -> F:
