@@ -63,7 +63,7 @@ class Presence:
             if time.monotonic() - self._housekept >= HOUSEKEEPING_EVERY:
                 self._housekept = time.monotonic()
                 self._rows().filter(expires_at__lt=now - EXPIRED_KEPT).delete()
-                prune_counters(now)
+                prune_counters(now, database=self.alias)  # each claim loop's own database's counters
         except DatabaseError as exc:
             log.warning("jobs.worker.presence-failed worker=%s error=%r", self.worker_id, exc)
             return False
