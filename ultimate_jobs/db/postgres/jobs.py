@@ -149,6 +149,8 @@ RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_att
           j.tenant_id, j.enqueued_by, j.priority, j.concurrency_key, j.traceparent
 """
 
+CLAIM_ONLY_COMMIT: LiteralString = "SET LOCAL synchronous_commit TO off"
+
 JOB_SETTLE_MANY: LiteralString = """
 -- Settle finished attempts in one statement. Fenced: a row matches only while it is still
 -- running under the claim token this worker was handed, so a cancelled or re-claimed job is
@@ -376,6 +378,12 @@ class JobStatements(PostgresConnection):
             with conn.pipeline(), conn.transaction():
                 if settle_cursor is not None:
                     settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=prepare)
+                elif claims:
+                    # A pass that only claims does not wait for its WAL flush (an idle pickup's
+                    # largest cost): a claim lost to a server crash leaves its row as it was before
+                    # the claim, so the job runs again (at least once) and the worker's fenced
+                    # settle matches nothing. Settles always commit synchronously.
+                    conn.execute(CLAIM_ONLY_COMMIT)
                 for queue, limit in claims.items():
                     cursor = claim_cursors[queue] = psycopg.Cursor(conn, row_factory=_CLAIMED)
                     cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
