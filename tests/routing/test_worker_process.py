@@ -68,3 +68,14 @@ def test_jobs_relay_burst_publishes_the_outbox_of_each_database(routed, routed_e
     assert sorted(raw(ROUTED, "SELECT id, payload->>'key' FROM ultimate_jobs_job")) == sorted(
         [(home_staged.id, "relay-from-home"), (routed_staged.id, "relay-from-routed")])
     assert raw("default", "SELECT count(*) FROM ultimate_jobs_job") == [(0,)]
+
+
+def test_a_worker_of_the_routed_queue_alone_serves_the_routed_database(routed, routed_env, worker_process) -> None:
+    mail = record.using(queue="emails").enqueue(key="only-mail")
+    home = record.enqueue(key="left-home")
+    proc = worker_process("--queues", "emails", "--burst", env=routed_env)
+    code, _ = wait_exit(proc, PROCESS_TIMEOUT)
+    assert code == 0, proc.output()
+    assert raw(ROUTED, "SELECT id, state FROM ultimate_jobs_job") == [(mail.id, "done")]
+    assert raw("default", "SELECT id, state FROM ultimate_jobs_job") == [(home.id, "ready")]
+    assert list(Effect.objects.values_list("key", flat=True)) == ["only-mail"]
