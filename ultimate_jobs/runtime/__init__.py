@@ -8,6 +8,7 @@ settlement; ``steps`` and ``compensation`` are the durable-run engine behind ``c
 ``progress`` writes progress reports; ``deadlines`` bounds an attempt; ``slots`` takes fleet-wide
 concurrency slots and ``limits`` the per-process ones; ``presence`` is the worker's heartbeat row
 (``housekeeping`` its hourly counter pruning); ``roles`` runs the relay and the scheduler beside a
-worker (``jobs_worker --roles``). Nothing here is imported by the core modules above it
+worker (``jobs_worker --roles``); ``routed`` runs one claim loop per database (``QUEUE_DATABASES``).
+Nothing here is imported by the core modules above it
 (declaration, enqueue): the runtime reads jobs through ``ultimate_jobs.db``.
 """
