@@ -142,3 +142,23 @@ def test_the_watermark_check_says_why_it_did_not_judge(declare_task, frozen_at, 
     assert found["detail"] == (f"skipped: {fires} task(s) declared and none armed yet: no scheduler has run "
                                "(start jobs_scheduler, or jobs_worker with its scheduler role)")
     assert ops.doctor()["ok"] is False
+
+
+def test_live_key_unique_groups_by_name_and_a_missing_tenant_too(frozen_at) -> None:
+    from django.db import connection
+
+    frozen_at(T0)
+    constraint = next(c for c in Job._meta.constraints if c.name == "ultimate_jobs_job_live_key")
+    with connection.schema_editor() as editor:
+        editor.remove_constraint(Job, constraint)
+    try:
+        first = JobFactory(idempotency_key="twice", tenant_id=None)
+        second = JobFactory(idempotency_key="twice", tenant_id=None, delayed=True)
+        JobFactory(name="tests.other", idempotency_key="twice", tenant_id=None)  # another job's key: fine
+        found = check("live-key-unique")
+        assert sorted(found["ids"]) == sorted([str(first.id), str(second.id)])
+        assert found["detail"] == "a live idempotency key is held by more than one job."
+    finally:
+        Job.objects.all().delete()
+        with connection.schema_editor() as editor:
+            editor.add_constraint(Job, constraint)

@@ -215,3 +215,22 @@ def test_the_relays_direct_write_inserts_even_inside_a_transaction() -> None:
         assert (result.staged, result.deduped) == (False, False)
         assert Job.objects.filter(idempotency_key="direct").count() == 1
     assert OutboxEntry.objects.count() == 0
+
+
+def test_run_at_run_id_and_the_concurrency_key_reach_the_row(frozen_clock) -> None:
+    from tests.app.jobs import fleet_keyed_fail
+
+    when = frozen_clock.now() + timedelta(hours=2)
+    row = Job.objects.get(id=noop.using(run_at=when).enqueue(key="at").id)
+    assert (row.state, row.run_at) == ("delayed", when)
+    keyed = Job.objects.get(id=fleet_keyed_fail.enqueue(key="c", account="acct-7").id)
+    assert keyed.concurrency_key == "tests.fleet.keyed_fail:acct-7"  # the name prefixes the rendered key
+    with refused("X_ID_INVALID") as caught:
+        noop.using(run_id="not-a-uuid").enqueue(key="bad-run")
+    assert caught.error.cause == "run_id='not-a-uuid' is not a lowercase UUID."
+
+
+def test_a_staged_row_carries_the_frozen_clock(frozen_clock) -> None:
+    with transaction.atomic():
+        noop.enqueue(key="staged-now")
+    assert OutboxEntry.objects.get().staged_at == frozen_clock.now()

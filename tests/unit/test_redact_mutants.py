@@ -73,6 +73,8 @@ def test_sensitive_data_is_hidden_whole_but_none_stays_none() -> None:
     ('{"name": "Authorization", "value": "Bearer y"}', f'{{"name": "Authorization", "value": "{R}"}}'),
     ("{'header': 'X-Api-Key', 'value': 'k'}", f"{{'header': 'X-Api-Key', 'value': '{R}'}}"),
     ("password=", "password="),
+    ('password="" user=ann', f'password="{R}" user=ann'),
+    ('password="x" user="y"', f'password="{R}" user="y"'),
     ("password=, user=ann", "password=, user=ann"),
     (f"password={R} and more", f"password={R} and more"),
     ("auth=(x, y) z", "auth=(x, y) z"),
@@ -110,6 +112,7 @@ def test_fragments_are_normalized_and_deduplicated() -> None:
 
 @pytest.mark.parametrize(("text", "shown"), [
     ('{"password": "abc", "n": 1}', f'{{"password": "{R}", "n": 1}}'),
+    ('{"password": "", "n": "v"}', f'{{"password": "{R}", "n": "v"}}'),
     ('{"password": {"a": [1, 2]}, "n": 1}', f'{{"password": "{R}", "n": 1}}'),
     ('{"password": 12345, "n": 1}', f'{{"password": "{R}", "n": 1}}'),
     ('{"n": 1, "secret":   "v"}', f'{{"n": 1, "secret":   "{R}"}}'),
