@@ -24,10 +24,10 @@ from ultimate_jobs import NO_TENANT, JobsError, Retry, RetryAfter, Terminal, Wor
 
 
 class CardDeclined(Exception):
-    code = "CARD_DECLINED"  # the attribute register_error_retry reads
+    code = "X_CARD_DECLINED"  # the attribute register_error_retry reads
 
 
-register_error_retry({"CARD_DECLINED": "terminal"})
+register_error_retry({"X_CARD_DECLINED": "terminal"})
 NOW = Retry(attempts=3, backoff="fixed", delay=0, jitter=False)
 
 
@@ -70,7 +70,7 @@ if __name__ == "__main__":
 
 # Output:
 # terminal: dead attempt=1 stop_reason=terminal code=X_TERMINAL next_retry=no
-# classified: dead attempt=1 stop_reason=terminal code=CARD_DECLINED next_retry=no
+# classified: dead attempt=1 stop_reason=terminal code=X_CARD_DECLINED next_retry=no
 # retry-after: delayed attempt=1 stop_reason=None code=X_RETRY_AFTER next_retry=yes
 # boom: dead attempt=3 stop_reason=attempts-exhausted code=X_JOB_FAILED next_retry=no
 # terminal note: (not retried: this code is classified terminal)
