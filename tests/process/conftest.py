@@ -60,7 +60,8 @@ def wait_exit(proc: WorkerProcess, timeout: float) -> tuple[int, float]:
 def stop_counts(proc: WorkerProcess) -> dict[str, int]:
     """The counts on the worker's last ``worker stopped: claimed=N settled=N ...`` line."""
     line = next(line for line in reversed(log_text(proc).splitlines()) if line.startswith("worker stopped:"))
-    return {key: int(value) for key, value in (part.split("=", 1) for part in line.split()[2:])}
+    # Only the key=N tokens: a non-zero lost= is followed by a sentence explaining it.
+    return {key: int(value) for key, value in (part.split("=", 1) for part in line.split()[2:] if "=" in part)}
 
 
 def assert_stopped_with(proc: WorkerProcess, **expected: int) -> None:
