@@ -307,3 +307,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_burst_worker_with_fewer_slots_than_queues_still_drains_the_last_queue(declare, slots: int) -> None:
+    # A shared concurrency is split over the queues in rotation; a pass that offered the one busy
+    # queue no slot must not count as "nothing runnable" and end the burst.
+    @declare(name="tests.third_queue", queue="q3", idempotency_key="{n}", tenant=NO_TENANT)
+    def third(ctx, *, n: int) -> int:
+        return n * 7
+
+    job = third.enqueue(n=6)
+    stats = Worker(queues=["q1", "q2", "q3"], concurrency=slots, burst=True).run(install_signals=False)
+    assert (stats["claimed"], Job.objects.values_list("state", "result").get(id=job.id)) == (1, ("done", 42))

@@ -97,6 +97,10 @@ class Claims:
         self._on_db_error = on_db_error
         self._db_errors = db_errors
         self._rotation = 0
+        # Queues offered no slot since the last pass that claimed: with fewer shared slots than
+        # queues a pass offers only some, so "nothing claimed" means nothing runnable only once
+        # every queue has been offered one (the worker passes again at once until then).
+        self.unoffered: set[str] = set(queues)
         self._pool: Pool | None = None
         self._loop: EventLoopThread | None = None
         self._async_gate: asyncio.Semaphore | None = None
@@ -124,6 +128,7 @@ class Claims:
         if isinstance(self.concurrency, dict):
             busy = count(run.claimed.queue for run in held)
             slots = {q: max(0, self.concurrency[q] - busy.get(q, 0)) for q in self.queues}
+            self.unoffered.clear()  # each queue has its own slots: a full one is busy, not skipped
         else:
             share, extra = divmod(free, len(self.queues))
             order = self.queues[self._rotation:] + self.queues[:self._rotation]
@@ -137,7 +142,9 @@ class Claims:
             cut = min(slots[q], total - free)
             slots[q] -= cut
             total -= cut
-        return {q: n for q, n in slots.items() if n > 0}
+        offered = {q: n for q, n in slots.items() if n > 0}
+        self.unoffered.difference_update(offered)
+        return offered
 
     def settle_and_claim(self, *, claiming: bool) -> list[Run]:
         """Settle what finished and, when ``claiming``, claim into the free slots, in one
@@ -145,6 +152,8 @@ class Claims:
         holdings = self.holdings
         names = [handle.name for handle in registered_jobs()]
         claims = self.free_slots() if claiming and names else {}
+        if not names:
+            self.unoffered.clear()  # no job is declared: no queue has anything this worker could run
         blocked: list[str] = []
         if claims and self.limits.active:
             held = holdings.held()
@@ -173,6 +182,7 @@ class Claims:
         self.last_claim_full = any(len(claimed.get(q, ())) == n for q, n in claims.items())
         if any(claimed.values()):
             fault("after_claim")
+            self.unoffered = set(self.queues)
         started = []
         # Per-tenant counts are taken once per pass and kept current as runs start.
         by_tenant = count(r.claimed.tenant_id for r in holdings.held()) if self.limits.active else {}

@@ -204,6 +204,9 @@ class Worker(LoopedService):
             return None
         if self._pass_failed:
             raise PassFailed
+        if (not started and self.claims.unoffered and not self.drain.draining and not self._loop.stopping.is_set()
+                and self.claims.free_capacity() > 0):
+            return 0.0  # some queue was offered no slot since the last claim: offer it before waiting
         if (self.burst and not started and not holdings.runs and not holdings.pending and not holdings.abandoned
                 and time.monotonic() >= self.settler.burst_hold):
             if self.on_idle is not None and self.on_idle():
