@@ -233,6 +233,10 @@ class Store(Protocol):
         cancelled) stamps ``finished_at``. ``uncount`` hands the attempt back; None in ``result``,
         ``last_error`` or ``error_code`` keeps the stored value. Each settled row adds one to the
         outcome counters (``retried``, ``interrupted``, or its state) in the same transaction.
+        A counted settlement (not ``uncount``) appends one entry to the row's ``attempts``, keeping
+        the last ``ATTEMPTS_KEPT``: ``attempt``, ``worker`` (``claimed_by``), ``started_at``
+        (``elapsed`` seconds before the settle), ``finished_at``, ``outcome`` (as counted),
+        ``error_code`` and ``error`` (``last_error``, its middle cut past ``ATTEMPT_ERROR_CHARS``).
         """
 
     def job_settle_and_claim(self, *, settlements: Sequence[Settlement], claims: dict[str, int],
@@ -243,10 +247,6 @@ class Store(Protocol):
         transaction of its own (PostgreSQL: pipelined, one round trip and one commit); answer the
         settled ids and the claimed rows per queue. The worker's pass: if it raises, the claim may
         have committed with its answer lost, so the worker calls ``job_release_unheld`` next.
-        A counted settlement (not ``uncount``) appends one entry to the row's ``attempts``, keeping
-        the last ``ATTEMPTS_KEPT``: ``attempt``, ``worker`` (``claimed_by``), ``started_at``
-        (``elapsed`` seconds before the settle), ``finished_at``, ``outcome`` (as counted),
-        ``error_code`` and ``error`` (``last_error``, its middle cut past ``ATTEMPT_ERROR_CHARS``).
         """
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
