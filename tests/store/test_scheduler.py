@@ -297,9 +297,11 @@ def test_jobs_scheduler_burst_runs_one_round_and_hands_the_lease_back(frozen_at)
     assert SchedulerLeader.objects.get().expires_at <= clock.now()  # handed back after its one round
     clock.freeze(utc(2026, 6, 1, 12, 17, 5))
     second = burst()
-    assert [(f["task"], f["occurrence"]) for f in second["fired"]] == [
-        ("ultimate_jobs.retention", "2026-06-01T12:17:00Z")]
-    assert len(second["fired"][0]["jobs"]) == 1
+    # Only the built-in task is this test's: tasks other test modules declare at import (a consumer's
+    # supervisor) fire in the same round when those modules were collected first.
+    retention = [f for f in second["fired"] if f["task"] == "ultimate_jobs.retention"]
+    assert [f["occurrence"] for f in retention] == ["2026-06-01T12:17:00Z"]
+    assert len(retention[0]["jobs"]) == 1
     with pytest.raises(CommandError):
         call_command("jobs_scheduler", "--json", verbosity=0)
 
