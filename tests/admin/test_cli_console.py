@@ -8,15 +8,14 @@ import json
 import os
 import subprocess
 import sys
-from io import StringIO
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 
+from tests.cli import cli
 from tests.factories import JobFactory
 from ultimate_jobs import NO_TENANT, Retry, Worker, ops
 from ultimate_jobs.models import Job
@@ -28,16 +27,6 @@ NO_RICH = ("import sys; sys.modules['rich'] = None; "
            "from django.core.management import execute_from_command_line; "
            "execute_from_command_line(['manage.py', *sys.argv[1:]]); "
            "assert 'rich.console' not in sys.modules")
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("jobs", *args, stdout=out, stderr=err)
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_an_id_prefix_or_short_form_works_wherever_an_id_is_taken() -> None:

@@ -6,30 +6,19 @@ import json
 import os
 import subprocess
 import sys
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 
 from tests.app import jobs
+from tests.cli import cli
 from tests.factories import JobFactory
 from ultimate_jobs import Scheduler, Worker, ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("jobs", *args, stdout=out, stderr=err)
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def cli_json(*args: str) -> object:

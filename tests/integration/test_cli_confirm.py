@@ -8,29 +8,18 @@ from __future__ import annotations
 
 import json
 import logging
-from io import StringIO
 
 import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.auth.models import User
-from django.core.management import call_command
 
+from tests.cli import cli
 from tests.factories import JobFactory
 from tests.scheduling import utc
 from ultimate_jobs import ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("jobs", *args, stdout=out, stderr=err)
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def states() -> dict[str, str]:
