@@ -71,17 +71,17 @@ def test_what_is_not_a_refreshable_matview_fails_the_first_run_and_the_check(tra
 
     assert trace.state == "dead" and trace.error_code == "X_JOB_REFRESH_VIEW_INVALID"
     if view == "no_such_view":
-        call_command("check")  # a warning only: a pending migration may create it
+        call_command("check", "--database", "default")  # a warning only: a pending migration may create it
         return
     with pytest.raises(SystemCheckError, match="ultimate_jobs.E011") as err:
-        call_command("check")
+        call_command("check", "--database", "default")
     assert "X_JOB_REFRESH_VIEW_INVALID" in str(err.value)
 
 
 @pytest.mark.postgres_only
 def test_a_good_declaration_passes_the_check(track, views) -> None:
     track(refresh_view(name="rv.good", view="hit_totals", concurrently=True))
-    call_command("check")
+    call_command("check", "--database", "default")
 
 
 def test_on_sqlite_the_declaration_is_refused(track, settings) -> None:

@@ -142,7 +142,7 @@ def test_an_undeclared_table_fails_the_check_and_the_erase_writes_nothing(track)
     subject = customer_subject({SupportTicket: None})
     assert subject.undeclared() == ["testapp.SupportTicket"]
     with pytest.raises(SystemCheckError, match="ultimate_jobs.E010") as err:
-        call_command("check")
+        call_command("check", "--database", "default")
     assert "X_SUBJECT_TABLE_UNDECLARED" in str(err.value) and "testapp.SupportTicket" in str(err.value)
 
     ada = person("ada")

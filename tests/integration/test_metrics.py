@@ -76,7 +76,7 @@ def test_a_short_metrics_token_is_refused_at_startup_and_never_accepted(settings
     assert refused.value.code == "X_CONFIG_INVALID" and f"is {len(short)} character(s)" in refused.value.cause
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": short}
     with pytest.raises(SystemCheckError, match="METRICS_TOKEN"):
-        call_command("check")
+        call_command("check", "--database", "default")
     response = Client(raise_request_exception=False).get(URL, HTTP_AUTHORIZATION=f"Bearer {short}")
     assert response.status_code != 200 and b"jobs_total" not in response.content
     assert JobsSettings.from_dict({"METRICS_TOKEN": "a" * 24}).METRICS_TOKEN == "a" * 24

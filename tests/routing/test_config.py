@@ -37,7 +37,7 @@ def test_a_bad_shape_fails_the_check_naming_the_setting(settings, routes, named)
     assert error.hint and "\n" not in error.hint
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(databases="__all__")  # Django 6's system checks read every configured database
 def test_a_route_to_an_alias_missing_from_databases_fails_the_check_and_refuses_the_enqueue(settings) -> None:
     _route(settings, {"emails": "jobs_nowhere"})
     [error] = check_settings()

@@ -132,6 +132,7 @@ class Worker(LoopedService):
         self.drain = Drain(timeout=self.drain_timeout, worker_id=self.worker_id, holdings=self.holdings,
                            settler=self.settler, loop=self._loop)
         self._pass_failed = False
+        self._announced = False
         self._idle_wait = self.poll_interval
         self._exited = threading.Event()
 
@@ -197,6 +198,11 @@ class Worker(LoopedService):
 
     def _tick(self) -> float | None:
         """One pass of ``run()``; answer how long to wait before the next, or None to exit."""
+        if not self._announced:
+            # Written here rather than before the loop: a SIGTERM sent as soon as the row appears
+            # must find the drain's handler installed, not the default one that kills the process.
+            self._announced = True
+            self.presence.beat([])
         self._pass_failed = False
         started = self.run_once()
         holdings = self.holdings
@@ -237,7 +243,7 @@ class Worker(LoopedService):
     def run(self, *, install_signals: bool = True) -> dict[str, int]:
         """Run until stopped (or, with ``burst``, until nothing is runnable); answer the run counts."""
         self.state = "running"
-        self.presence.beat([])
+        self._announced = False  # the presence row is written by the first pass, once signals are handled
         log.info("jobs.worker.started worker=%s queues=%s capacity=%s", self.worker_id, ",".join(self.queues),
                  self.capacity)
         self._idle_wait = self.poll_interval
