@@ -285,11 +285,13 @@ from .models import Post  # noqa: E402
 
 
 def fill_slugs(batch) -> None:
-    """Idempotent: only rows still without a slug are written; one Effect per row handled."""
+    """Idempotent: only rows still without a slug are written; one Effect per row handled. The write
+    and its Effects commit together, so a kill between them cannot leave a row handled unrecorded."""
     ids = [post.pk for post in batch.rows]
-    Post.objects.filter(pk__in=ids, slug="").update(slug=Concat(Value("post-"), Cast("id", CharField())))
-    Effect.objects.bulk_create([Effect(key=f"slug:{pk}", job_id=batch.ctx.job_id, attempt=batch.ctx.attempt,
-                                       pid=os.getpid()) for pk in ids])
+    with transaction.atomic():
+        Post.objects.filter(pk__in=ids, slug="").update(slug=Concat(Value("post-"), Cast("id", CharField())))
+        Effect.objects.bulk_create([Effect(key=f"slug:{pk}", job_id=batch.ctx.job_id, attempt=batch.ctx.attempt,
+                                           pid=os.getpid()) for pk in ids])
 
 
 slug_backfill = backfill(name="tests.backfill.slugs", tenant=NO_TENANT, source=lambda ctx: Post.objects.filter(slug=""),
