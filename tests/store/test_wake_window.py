@@ -57,3 +57,37 @@ def test_a_burst_sends_one_wake_per_window_not_one_per_enqueue() -> None:
         assert 1 <= heard.count("default") <= windows, (heard.count("default"), took)
     finally:
         listener.stop()
+
+
+def _other_sessions() -> set[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+def test_the_wake_session_is_kept_while_wakes_are_owed_and_closed_after_it_lingers() -> None:
+    from ultimate_jobs.db import wake
+
+    heard: list[str] = []
+    listener = store_for("default").listen(channel=JOBS_CHANNEL, on_wake=heard.append, queues=["default"])
+    assert listener is not None
+    try:
+        assert wait_until(listener.connected.is_set, timeout=10)
+        assert wait_until(lambda: not wake.WAKES._open, timeout=wake.LINGER + 2)  # an earlier test's session gone
+        before = _other_sessions()
+        sessions: list[set[int]] = []
+        for n in range(3):  # three windows, each with an owed wake
+            time.sleep(0.05)
+            heard.clear()
+            noop.enqueue(key=f"linger-{n}-a")
+            noop.enqueue(key=f"linger-{n}-b")
+            assert wait_until(lambda: len(heard) >= 2, timeout=2.0), heard
+            sessions.append(_other_sessions() - before)
+        # One session sent every owed wake: the same backend, not a new one per window.
+        assert len(sessions[0]) == 1 and sessions[0] == sessions[1] == sessions[2], sessions
+        # And it is closed once wakes stop, so nothing holds the database (DROP DATABASE waits 5 s).
+        assert wait_until(lambda: not (_other_sessions() - before), timeout=wake.LINGER + 2), _other_sessions()
+    finally:
+        listener.stop()

@@ -10,8 +10,12 @@ Usage (``enqueue.submit``)::
 The first write to a queue in a window carries its NOTIFY in the write's own transaction (a
 rolled-back enqueue wakes nobody). A write inside the window is not left to the workers' idle poll
 (hundreds of ms): the queue is owed a wake, and one ``ultimate-jobs-wake`` thread sends it when the
-window ends, on its own connection, closed again after (a web process keeps no extra session). So a
-burst costs one NOTIFY per queue per window, and commit-to-pickup stays bounded by the window. A
+window ends, on its own connection. That connection stays open while owed wakes keep coming (a
+steady stream of enqueues owes one every window: a new session each time cost a backend start per
+10 ms, a tenth of the single-enqueue rate) and is closed after ``LINGER`` seconds without one, so
+an idle web process keeps no extra session, and a test database dropped after the last enqueue is
+not held: PostgreSQL's DROP DATABASE waits up to 5 s for other sessions to leave. So a burst costs
+one NOTIFY per queue per window, and commit-to-pickup stays bounded by the window. A
 deferred wake can reach a worker before a staged row's transaction commits (a transaction open past
 the window); the poll, always the guarantee, covers that. SQLite has no NOTIFY: every write answers
 its queues and nothing is owed.
@@ -30,6 +34,8 @@ from django.db import connections
 
 log = logging.getLogger("ultimate_jobs")
 
+LINGER = 1.0  # seconds the wake thread keeps a connection open after its last owed wake
+
 
 class WakeWindow:
     """The per-process wake window: which queues a write wakes now, and the owed wakes' sender."""
@@ -39,6 +45,7 @@ class WakeWindow:
         self._last: dict[tuple[str, str, str], float] = {}  # (alias, channel, queue) -> last wake sent
         self._owed: dict[tuple[str, str, str], float] = {}  # -> when the window ends and it is sent
         self._thread: threading.Thread | None = None
+        self._open: set[str] = set()  # aliases whose connection the wake thread holds open
 
     def due(self, alias: str, channel: str, queues: Iterable[str], window: float) -> tuple[list[str], list[str]]:
         """Answer (the queues a write to ``alias`` wakes in its own transaction, the queues its window
@@ -82,7 +89,8 @@ class WakeWindow:
         while True:
             with self._lock:
                 while not self._owed:
-                    self._lock.wait()
+                    if not self._lock.wait(LINGER if self._open else None) and not self._owed:
+                        self._close()  # LINGER passed without an owed wake
                 now = time.monotonic()
                 first = min(self._owed.values())
                 if first > now:
@@ -94,20 +102,25 @@ class WakeWindow:
                     self._last[key] = now  # the owed wake is this window's one
             self._send(sent)
 
-    @staticmethod
-    def _send(keys: list[tuple[str, str, str]]) -> None:
+    def _close(self) -> None:
+        for alias in self._open:
+            connections[alias].close()
+        self._open.clear()
+
+    def _send(self, keys: list[tuple[str, str, str]]) -> None:
         from ultimate_jobs.db import store_for  # the stores load on first use
 
         groups: dict[tuple[str, str], list[str]] = {}
         for alias, channel, queue in keys:
             groups.setdefault((alias, channel), []).append(queue)
         for (alias, channel), queues in groups.items():
+            self._open.add(alias)
             try:
                 store_for(alias).queue_wake(queues=queues, channel=channel)
             except Exception as exc:  # a lost wake costs one idle poll, never the thread
                 log.warning("jobs.wake.failed alias=%s queues=%s error=%r", alias, ",".join(queues), exc)
-            finally:
-                connections[alias].close()
+                connections[alias].close()  # a broken session is not kept; the next wake opens anew
+                self._open.discard(alias)
 
 
 WAKES = WakeWindow()
