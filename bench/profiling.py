@@ -38,7 +38,7 @@ class StatementTimer:
     """A Django ``execute_wrapper`` timing each statement, keyed by its SQL constant's name."""
 
     def __init__(self) -> None:
-        from ultimate_jobs.db import postgres
+        from ultimate_jobs.db.postgres import jobs as postgres
 
         self.names = {v: k for k, v in vars(postgres).items() if k.isupper() and isinstance(v, str)}
         self.times: dict[str, list[float]] = defaultdict(list)
@@ -137,13 +137,13 @@ def explain() -> None:
 
     from bench import measure
     from bench.jobs import noop
-    from ultimate_jobs.db import postgres
+    from ultimate_jobs.db.postgres import jobs as postgres
 
     measure.enqueue_many(10_000)
     opts = noop.using()
     for rows in (1, 1000):
         batch = [opts.row({"i": -1, "seq": 10**12 + k}) for k in range(rows)]
-        params = {**postgres._columns(batch), "now": None, "notify": ["default"]}
+        params = {**postgres.row_columns(batch), "now": None, "notify": ["default"]}
         show(f"JOB_INSERT_MANY, {rows} row(s)", postgres.JOB_INSERT_MANY, params)
     claim = {
         "queue": "default",
@@ -158,20 +158,16 @@ def explain() -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(postgres.JOB_CLAIM, claim)
         held = cursor.fetchall()
-        settle = {
-            "id": [r[0] for r in held],
-            "claim": [r[7] for r in held],
-            "state": ["done"] * len(held),
-            "result": [None] * len(held),
-            "last_error": [None] * len(held),
-            "error_code": [None] * len(held),
-            "stop_reason": [None] * len(held),
-            "delay": [0.0] * len(held),
-            "uncount": [0] * len(held),
-            "now": None,
-        }
+        settle = postgres._settlement_columns([_done(row) for row in held], None)
         show("JOB_SETTLE_MANY, 10 rows", postgres.JOB_SETTLE_MANY, settle)
         transaction.set_rollback(True)
+
+
+def _done(row: Any) -> Any:
+    """A done settlement of one claimed row (the JOB_CLAIM answer's id and claim columns)."""
+    from ultimate_jobs.db import Settlement
+
+    return Settlement(id=row[0], claim=row[7], state="done")
 
 
 def show(label: str, sql: str, params: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """Where an idle pickup's time goes: one in-process worker, hooks stamping each step.
 
 Ad hoc, run by hand (see bench/RESULTS.md); not part of make bench. Monkeypatches internals, so it
-tracks the code it was written against (b6b67e6).
+tracks the code it was written against (b6b67e6; hooks moved to the runtime/ layout at 8be58f4).
 """
 
 # ruff: noqa: E402  (Django is set up before the app's modules are imported)
@@ -19,7 +19,7 @@ from bench import measure
 measure.recreate_database()
 import bench.jobs as bj
 from ultimate_jobs import Worker
-from ultimate_jobs.runtime import worker as wmod
+from ultimate_jobs.runtime import claims as wmod
 
 stamps = {}
 cur = {}
@@ -59,16 +59,17 @@ def run_once():
 
 
 w.run_once = run_once
-orig_rescue = w._rescue
+orig_keep = w.leases.keep
 
 
-def rescue():
+def keep():
     t0 = time.perf_counter()
-    orig_rescue()
+    kept = orig_keep()
     cur.setdefault("rescue ms", (time.perf_counter() - t0) * 1000)
+    return kept
 
 
-w._rescue = rescue
+w.leases.keep = keep
 store = w.store
 orig_sc = store.job_settle_and_claim
 
@@ -76,7 +77,7 @@ orig_sc = store.job_settle_and_claim
 def sc(**kw):
     stamp("3 settle+claim sent")
     r = orig_sc(**kw)
-    if any(r[1].values()):
+    if any(r.claimed.values()):
         stamp("4 claim answered")
     return r
 
