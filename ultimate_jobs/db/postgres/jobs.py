@@ -151,6 +151,13 @@ RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_att
 
 CLAIM_ONLY_COMMIT: LiteralString = "SET LOCAL synchronous_commit TO off"
 
+# JOB_CLAIM runs on its prepared generic plan. Left to choose, PostgreSQL compares the generic
+# plan's estimate with a custom plan's: with many `delayed` rows it guesses a third of them due
+# (it cannot see the `now` parameter), finds the generic plan dear and plans the whole statement
+# again on every claim, ~0.3 ms of an idle pickup's ~1.5 ms with 100,000 rows waiting. The walks
+# are bounded by their indexes whatever the estimate, so the generic plan is the right one.
+CLAIM_PLAN: LiteralString = "SET LOCAL plan_cache_mode TO force_generic_plan"
+
 JOB_SETTLE_MANY: LiteralString = """
 -- Settle finished attempts in one statement. Fenced: a row matches only while it is still
 -- running under the claim token this worker was handed, so a cancelled or re-claimed job is
@@ -384,6 +391,8 @@ class JobStatements(PostgresConnection):
                     # the claim, so the job runs again (at least once) and the worker's fenced
                     # settle matches nothing. Settles always commit synchronously.
                     conn.execute(CLAIM_ONLY_COMMIT)
+                if claims:
+                    conn.execute(CLAIM_PLAN)
                 for queue, limit in claims.items():
                     cursor = claim_cursors[queue] = psycopg.Cursor(conn, row_factory=_CLAIMED)
                     cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
