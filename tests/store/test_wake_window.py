@@ -91,3 +91,36 @@ def test_the_wake_session_is_kept_while_wakes_are_owed_and_closed_after_it_linge
         assert wait_until(lambda: not (_other_sessions() - before), timeout=wake.LINGER + 2), _other_sessions()
     finally:
         listener.stop()
+
+
+def test_a_kept_wake_session_cut_while_it_idled_is_replaced_and_the_wake_still_sent(caplog) -> None:
+    from django.db import connection
+
+    from ultimate_jobs.db import wake
+
+    heard: list[str] = []
+    listener = store_for("default").listen(channel=JOBS_CHANNEL, on_wake=heard.append, queues=["default"])
+    assert listener is not None
+    try:
+        assert wait_until(listener.connected.is_set, timeout=10)
+        assert wait_until(lambda: not wake.WAKES._open, timeout=wake.LINGER + 2)  # an earlier test's session gone
+        before = _other_sessions()
+        time.sleep(0.05)
+        heard.clear()  # the listener's own wake when it connected
+        noop.enqueue(key="cut-1a")
+        noop.enqueue(key="cut-1b")  # owed: the wake thread opens its session and keeps it
+        assert wait_until(lambda: len(heard) >= 2, timeout=2.0), heard
+        kept = _other_sessions() - before
+        assert len(kept) == 1, kept
+        with connection.cursor() as cursor:  # as a server restart or an idle timeout would
+            cursor.execute("SELECT pg_terminate_backend(%s)", [next(iter(kept))])
+        assert wait_until(lambda: not (_other_sessions() & kept), timeout=5)
+        heard.clear()
+        time.sleep(0.05)
+        noop.enqueue(key="cut-2a")
+        noop.enqueue(key="cut-2b")  # owed again: sent on a new session, not lost to the idle poll
+        assert wait_until(lambda: len(heard) >= 2, timeout=2.0), heard
+        assert "jobs.wake.failed" not in caplog.text
+        assert wait_until(lambda: not wake.WAKES._open, timeout=wake.LINGER + 2)
+    finally:
+        listener.stop()

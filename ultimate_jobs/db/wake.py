@@ -114,13 +114,19 @@ class WakeWindow:
         for alias, channel, queue in keys:
             groups.setdefault((alias, channel), []).append(queue)
         for (alias, channel), queues in groups.items():
-            self._open.add(alias)
-            try:
-                store_for(alias).queue_wake(queues=queues, channel=channel)
-            except Exception as exc:  # a lost wake costs one idle poll, never the thread
-                log.warning("jobs.wake.failed alias=%s queues=%s error=%r", alias, ",".join(queues), exc)
-                connections[alias].close()  # a broken session is not kept; the next wake opens anew
-                self._open.discard(alias)
+            # A kept session may have been cut while it idled (a server restart, an idle timeout):
+            # its wake gets one more try on a new session.
+            tries = 2 if alias in self._open else 1
+            for left in range(tries - 1, -1, -1):
+                self._open.add(alias)
+                try:
+                    store_for(alias).queue_wake(queues=queues, channel=channel)
+                    break
+                except Exception as exc:  # a lost wake costs one idle poll, never the thread
+                    connections[alias].close()  # a broken session is not kept
+                    self._open.discard(alias)
+                    if not left:
+                        log.warning("jobs.wake.failed alias=%s queues=%s error=%r", alias, ",".join(queues), exc)
 
 
 WAKES = WakeWindow()
