@@ -68,7 +68,8 @@ def test_running_a_job_this_process_no_longer_declares_is_refused(declare, decla
     with refused("X_JOB_NOT_REGISTERED", writes=True) as caught:
         run_job(gone, k="undeclared")
     assert repr(gone.name) in caught.error.cause
-    # The runner claimed the row before finding no declaration; nothing ran and nothing settled.
+    # Refused before the claim: the row is as the enqueue left it, for a process that declares it.
     row = Job.objects.get(name=gone.name)
+    assert (row.state, row.attempt, row.claimed_by, row.claim) == ("ready", 0, None, None)
     assert (row.result, row.error_code, row.last_error) == (None, None, None)
     assert row_counts()["ultimate_jobs.Job"] == 1

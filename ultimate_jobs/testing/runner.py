@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db.models import F, QuerySet, Value
@@ -29,7 +30,7 @@ from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.db import ClaimedJob, Settlement, store_for
-from ultimate_jobs.declaration import get_job_handle, registered_jobs
+from ultimate_jobs.declaration import JobHandle, get_job_handle, registered_jobs
 from ultimate_jobs.errors import X_JOB_NOT_REGISTERED, JobsError
 from ultimate_jobs.models import Job
 from ultimate_jobs.models.jobs import RUNNABLE_STATES
@@ -40,6 +41,13 @@ from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 _CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
                    "enqueued_by", "priority", "concurrency_key", "traceparent")
 WATCH_INTERVAL = 0.01
+
+
+def _declared(name: str) -> JobHandle[..., Any]:
+    handle = get_job_handle(name)
+    if handle is None:
+        raise JobsError(X_JOB_NOT_REGISTERED, f"No job named {name!r} is declared in this process.")
+    return handle
 
 
 class Runner:
@@ -58,12 +66,14 @@ class Runner:
         now = clock.now()
         # Due-ness is judged in Python: SQLite stores a whole-second time without its microseconds,
         # so a text comparison in SQL could disagree with the stores' own timestamps.
-        current = self.jobs().filter(id=job_id).values("state", "run_at").first()
+        current = self.jobs().filter(id=job_id).values("name", "state", "run_at").first()
         if current is None:  # staged in the outbox by an enqueue inside the test's transaction
             Relay(database=self.alias).drain()
-            current = self.jobs().filter(id=job_id).values("state", "run_at").first()
+            current = self.jobs().filter(id=job_id).values("name", "state", "run_at").first()
         if current is None or current["state"] not in RUNNABLE_STATES or current["run_at"] > now:
             return None
+        # Refused before the claim: a row of a name this process cannot run stays as it was.
+        _declared(current["name"])
         token = uuid.uuid4()
         claimed = self.jobs().filter(id=job_id, state=current["state"]).update(
             state="running", attempt=F("attempt") + 1, claimed_by=self.worker_id, claim=token,
@@ -79,9 +89,7 @@ class Runner:
 
         A ``SimulatedCrash`` propagates with the row left running.
         """
-        handle = get_job_handle(claimed.name)
-        if handle is None:
-            raise JobsError(X_JOB_NOT_REGISTERED, f"No job named {claimed.name!r} is declared in this process.")
+        handle = _declared(claimed.name)
         token = CancelToken()
         deadline = None if handle.timeout is None else time.monotonic() + handle.timeout
         fired = threading.Event()
