@@ -114,21 +114,30 @@ def verdict(goal: Goal, value: float | None, peer: float | None, empty: float | 
 
 
 def table(ours: dict[str, list[float]], peer: dict[str, dict[str, list[float]]]) -> list[str]:
-    lines = ["| figure | ultimate_jobs median (min-max, rounds) | PgQueuer median | ratio | goal | |",
-             "|---|---|---|---|---|---|"]
+    """The goals: our own cases (``bench/run.py``), and beside them the peer harness's own
+    ``ultimate_jobs`` adapter where it measures the same figure (the issue names that adapter, a
+    plain ``jobs_worker --concurrency 10``, for the drain), each judged against PgQueuer."""
+    lines = ["| figure | ultimate_jobs, bench/run.py (min-max, rounds) | ultimate_jobs, peer harness | "
+             "PgQueuer median | ratio (ours; harness) | goal | verdict (ours; harness) |",
+             "|---|---|---|---|---|---|---|"]
     for goal in GOALS:
         values = ours.get(goal.key, [])
         value = statistics.median(values) if values else None
+        harness = peer.get(goal.key, {}).get("ultimate_jobs", [])
+        hvalue = statistics.median(harness) if harness else None
         p = peer.get(goal.key, {}).get(PEER, [])
         pmed = statistics.median(p) if p else None
         empty_values = ours.get(goal.empty_key or "", [])
         empty = statistics.median(empty_values) if empty_values else None
-        ref = pmed if goal.peer_factor is not None or goal.empty_key is None else empty
-        ratio = f"{value / ref:.2f}x" if value is not None and ref else "-"
         if goal.empty_key is not None:
             ratio = f"{value / empty:.2f}x empty" if value is not None and empty else "-"
+        else:
+            ratio = "; ".join(f"{v / pmed:.2f}x" if v is not None and pmed else "-" for v in (value, hvalue))
         text, ok = verdict(goal, value, pmed, empty)
-        lines.append(f"| {goal.label} ({goal.unit}) | {cell(values)} | {cell(p)} | {ratio} | {text} | {ok} |")
+        if hvalue is not None and goal.empty_key is None and ok:
+            ok = f"{ok}; {verdict(goal, hvalue, pmed, None)[1]}"
+        lines.append(f"| {goal.label} ({goal.unit}) | {cell(values)} | {cell(harness)} | {cell(p)} | {ratio} | "
+                     f"{text} | {ok} |")
     return lines
 
 
