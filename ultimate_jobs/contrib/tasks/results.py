@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.contrib.tasks.declared import TASK_JOB, load_task
 from ultimate_jobs.contrib.tasks.framework import (
@@ -24,6 +23,7 @@ from ultimate_jobs.contrib.tasks.framework import (
     TaskResultDoesNotExist,
     TaskResultStatus,
 )
+from ultimate_jobs.db.routing import alias_for_queue, aliases
 from ultimate_jobs.errors import X_LEASE_LAPSED
 from ultimate_jobs.models import Job, OutboxEntry
 
@@ -44,8 +44,13 @@ def read(result_id: str, *, database: str) -> TaskResult:
         key = UUID(str(result_id))
     except ValueError:
         raise TaskResultDoesNotExist(result_id) from None
-    row = Job.objects.using(database).filter(id=key, name=TASK_JOB).values(*_FIELDS).first()
-    if row is None:
+    row = None
+    # A routed queue's jobs live on its alias (QUEUE_DATABASES): the backend's database first, then those.
+    for alias in dict.fromkeys([database, *aliases()]):
+        row = Job.objects.using(alias).filter(id=key, name=TASK_JOB).values(*_FIELDS).first()
+        if row is not None:
+            break
+    if row is None:  # an enqueue inside a transaction stages on the caller's database
         staged = (OutboxEntry.objects.using(database).filter(id=key, name=TASK_JOB, published_at__isnull=True)
                   .values("id", "queue", "payload", "run_at", "staged_at").first())
         if staged is None:
@@ -97,8 +102,8 @@ def running(ctx: JobContext, task: Any, *, args: list[Any], kwargs: dict[str, An
         return TaskResult(task=_as_enqueued(task, priority, ctx.queue), id=str(ctx.job_id),
                           status=TaskResultStatus.RUNNING, enqueued_at=_when(enqueued_at), started_at=now,
                           finished_at=None, last_attempted_at=now, args=args, kwargs=kwargs, backend=backend,
-                          errors=[], worker_ids=_Workers(ctx.job_id, ctx.attempt))
-    row = Job.objects.using(get_settings().DATABASE).filter(id=ctx.job_id).values(*_FIELDS).first() or {}
+                          errors=[], worker_ids=_Workers(ctx.job_id, ctx.attempt, alias_for_queue(ctx.queue)))
+    row = Job.objects.using(alias_for_queue(ctx.queue)).filter(id=ctx.job_id).values(*_FIELDS).first() or {}
     history = list(row.get("attempts") or [])
     result: TaskResult = TaskResult(
         task=_as_enqueued(task, priority, ctx.queue), id=str(ctx.job_id),
@@ -113,14 +118,14 @@ class _Workers(list[str]):
     """A running first attempt's ``worker_ids``: its length (the attempt count, what
     ``TaskContext.attempt`` reads) is known; the ids are read from the row on first look."""
 
-    def __init__(self, job_id: Any, attempts: int) -> None:
+    def __init__(self, job_id: Any, attempts: int, alias: str) -> None:
         super().__init__()
-        self._job_id, self._attempts, self._loaded = job_id, attempts, False
+        self._job_id, self._attempts, self._alias, self._loaded = job_id, attempts, alias, False
 
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
-            found = (Job.objects.using(get_settings().DATABASE).filter(id=self._job_id)
+            found = (Job.objects.using(self._alias).filter(id=self._job_id)
                      .values("claimed_by", "attempts").first())
             row: dict[str, Any] = dict(found) if found else {}
             history = [str(entry.get("worker") or "") for entry in row.get("attempts") or []]
