@@ -105,7 +105,7 @@ t = threading.Thread(target=w.run, kwargs={"install_signals": False}, daemon=Tru
 t.start()
 time.sleep(2)
 rows = []
-for i in range(60):
+for i in range(int(os.environ.get("SAMPLES", "60"))):  # SAMPLES=N: more samples
     time.sleep(random.uniform(0.1, 0.5))
     cur.clear()
     done.clear()
