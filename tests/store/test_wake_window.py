@@ -63,7 +63,8 @@ def _other_sessions() -> set[int]:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute("SELECT pid FROM pg_stat_activity"
+                       " WHERE datname = current_database() AND pid <> pg_backend_pid()")
         return {pid for (pid,) in cursor.fetchall()}
 
 
