@@ -45,6 +45,10 @@ def test_show_json_answers_the_job_the_test_ran() -> None:
     assert "flaky failure 1 of 1" in shown["attempts"][0]["error"] and shown["attempts"][1]["error"] is None
     code, out, _ = cli("show", str(r.id))
     assert code == 0 and str(r.id) in out and "flaky failure 1 of 1" in out and "tests.flaky" in out
+    # The attempt history is its own table, one row per attempt, not a JSON cell.
+    rows = [line for line in out.splitlines() if "cli-show-worker" in line and ("retried" in line or "done" in line)]
+    assert len(rows) == 2 and "retried" in rows[0] and "done" in rows[1], out
+    assert "RuntimeError: flaky failure" in rows[0], rows[0]  # the exception, not the traceback's top
 
 
 def test_retry_twice_is_refused_with_a_code_and_a_nonzero_exit() -> None:

@@ -23,6 +23,14 @@ from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.management.render import Screen, clean
 
 EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY, EXIT_UNCONFIRMED = 0, 1, 3, 4
+
+
+def _last_line(text: str | None) -> str | None:
+    """An attempt's error in a table row: a traceback's last line, the exception itself."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else None
+
+
 _LIST_COLUMNS = ("id", "state", "queue", "name", "tenant_id", "attempt", "run_at", "error_code")
 
 
@@ -80,10 +88,13 @@ class JobsCLI:
         job = ops.get_job(ops.resolve_job_id(id))
 
         def human() -> None:
-            fields = [{"field": k, "value": v} for k, v in job.items() if k not in ("steps", "last_error", "payload",
-                                                                                 "result")]
+            fields = [{"field": k, "value": v} for k, v in job.items() if k not in ("steps", "attempts", "last_error",
+                                                                                 "payload", "result")]
             fields += [{"field": "payload", "value": job["payload"]}, {"field": "result", "value": job["result"]}]
             self._table(fields, ("field", "value"), title=f"job {job['id']}")
+            attempts = [{**a, "error": _last_line(a["error"])} for a in job["attempts"]]
+            self._table(attempts, ("attempt", "outcome", "worker", "started_at", "finished_at", "error_code",
+                                   "error"), title="attempts", empty="no attempt settled yet")
             self._table(job["steps"], ("name", "status", "executions", "output", "error", "completed_at"),
                         title="steps", empty="no steps recorded")
             if job["last_error"]:
