@@ -18,7 +18,7 @@ measure.recreate_database()
 from django.db import connection, transaction
 
 from bench.jobs import noop
-from ultimate_jobs.db import postgres
+from ultimate_jobs.db.postgres import jobs as postgres
 
 opts = noop.using()
 seq = itertools.count(10**9)
@@ -46,7 +46,7 @@ res = {k: [] for k in tables}
 for _rnd in range(10):
     for i, name in enumerate(tables):
         rows = [opts.row({"i": -1, "seq": next(seq)}) for _ in range(1000)]
-        params = {**postgres._columns(rows), "now": None, "notify": []}
+        params = {**postgres.row_columns(rows), "now": None, "notify": []}
         sql = postgres.JOB_INSERT_MANY.replace(
             "INSERT INTO ultimate_jobs_job AS j", f"INSERT INTO exp_{i} AS j"
         )

@@ -1,7 +1,7 @@
 """Single-enqueue variants, interleaved in one process, same DB .
 
 Ad hoc, run by hand (see bench/RESULTS.md); not part of make bench. Monkeypatches internals, so it
-tracks the code it was written against (b6b67e6).
+tracks the code it was written against (b6b67e6; names updated for the db/postgres/ layout at 8be58f4).
 """
 
 # ruff: noqa: E402  (Django is set up before the app's modules are imported)
@@ -21,7 +21,7 @@ from django.db import connection
 
 from bench.jobs import noop
 from ultimate_jobs import enqueue as enq
-from ultimate_jobs.db import postgres
+from ultimate_jobs.db.postgres import jobs as postgres
 
 opts = noop.using()
 seq = itertools.count(10**9)
@@ -30,7 +30,7 @@ N = int(os.environ.get("N", "1000"))
 
 def one(notify=False):
     r = opts.row({"i": -1, "seq": next(seq)})
-    return {**postgres._one(r), "now": None, "notify": notify}
+    return {**postgres.row_params(r), "now": None, "notify": notify}
 
 
 def cur():
@@ -42,7 +42,7 @@ real_wake = enq._wake_due
 
 
 def lib_nowake():
-    enq._wake_due = lambda *a, **k: []
+    enq._wake_due = lambda *a, **k: ([], [])
     try:
         noop.enqueue(i=-1, seq=next(seq))
     finally:
