@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.app.jobs import noop
-from ultimate_jobs.db import JOBS_CHANNEL, store_for
+from ultimate_jobs.db import JOBS_CHANNEL, OUTBOX_CHANNEL, store_for
 from ultimate_jobs.db.listen import wait_until
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
@@ -131,3 +131,24 @@ def test_a_kept_wake_session_cut_while_it_idled_is_replaced_and_the_wake_still_s
         assert wait_until(lambda: len(heard) >= 2, timeout=2.0), heard
         assert "jobs.wake.failed" not in caplog.text
         assert wait_until(lambda: not wake.WAKES._open, timeout=wake.LINGER + 2)
+
+
+def test_a_staged_enqueue_wakes_the_relays_and_one_its_window_withholds_is_sent_when_it_ends(
+        wide_window: float) -> None:
+    from django.db import transaction
+
+    heard: list[str] = []
+    listener = store_for("default").listen(channel=OUTBOX_CHANNEL, on_wake=heard.append, queues=["default"])
+    assert listener is not None
+    try:
+        assert wait_until(listener.connected.is_set, timeout=10)
+        time.sleep(wide_window + 0.05)  # past any window an earlier test opened
+        heard.clear()  # the listener's own wake when it connected
+        with transaction.atomic():
+            noop.enqueue(key="staged-first")  # staged: its NOTIFY goes with the commit
+        assert wait_until(lambda: heard.count("default") >= 1, timeout=2.0), heard
+        with transaction.atomic():
+            noop.enqueue(key="staged-second")  # inside the window: withheld, then owed
+        assert wait_until(lambda: heard.count("default") >= 2, timeout=2.0), heard
+    finally:
+        listener.stop()
