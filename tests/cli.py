@@ -1,4 +1,5 @@
-"""``jobs`` run in-process the way manage.py runs it: its exit code (``SystemExit``), stdout, stderr."""
+"""Management commands run in-process the way manage.py runs them: the exit code (``SystemExit``),
+stdout and stderr. ``cli`` is ``jobs``; ``run_command`` is any other (``jobs_backfill``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ from io import StringIO
 from django.core.management import call_command
 
 
-def cli(*args: str) -> tuple[int, str, str]:
+def run_command(name: str, *args: str) -> tuple[int, str, str]:
     out, err = StringIO(), StringIO()
     try:
-        call_command("jobs", *args, stdout=out, stderr=err)
+        call_command(name, *args, stdout=out, stderr=err)
         code = 0
     except SystemExit as exit_:
         code = int(exit_.code or 0)
     return code, out.getvalue(), err.getvalue()
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    return run_command("jobs", *args)

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.app.models import Post
+from tests.cli import run_command
 from ultimate_jobs import Worker
 from ultimate_jobs.declaration import _unregister
 from ultimate_jobs.models import BackfillRun, Job
@@ -20,13 +21,7 @@ SLUGS = "tests.backfill.slugs"  # declared in tests/app/jobs.py, so every proces
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    out, err = StringIO(), StringIO()
-    try:
-        call_command("jobs_backfill", *args, stdout=out, stderr=err)
-        code = 0
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    return code, out.getvalue(), err.getvalue()
+    return run_command("jobs_backfill", *args)
 
 
 def work() -> None:
