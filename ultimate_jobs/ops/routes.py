@@ -84,26 +84,24 @@ def first_found(fn: F) -> F:
     return cast(F, routed)
 
 
-def by_job(fn: F) -> F:
-    """``fn(job_id, ...)`` run on the database holding the job."""
-    @functools.wraps(fn)
-    def routed(job_id: str | UUID, *args: Any, **kwargs: Any) -> Any:
-        if not _routed():
-            return fn(job_id, *args, **kwargs)
-        with on_database(job_alias(job_id)):
-            return fn(job_id, *args, **kwargs)
-    return cast(F, routed)
+def _on_alias_of(alias_of: Callable[[Any], str | None]) -> Callable[[F], F]:
+    """A wrapper running ``fn(first, ...)`` on the database ``alias_of(first)`` names (as called
+    when it names none)."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def routed(first: Any, *args: Any, **kwargs: Any) -> Any:
+            alias = alias_of(first) if _routed() else None
+            if alias is None:
+                return fn(first, *args, **kwargs)
+            with on_database(alias):
+                return fn(first, *args, **kwargs)
+        return cast(F, routed)
+    return wrap
 
 
-def by_queue(fn: F) -> F:
-    """``fn(queue, ...)`` run on the queue's database."""
-    @functools.wraps(fn)
-    def routed(queue: str, *args: Any, **kwargs: Any) -> Any:
-        if not _routed() or not isinstance(queue, str):
-            return fn(queue, *args, **kwargs)
-        with on_database(alias_for_queue(queue)):
-            return fn(queue, *args, **kwargs)
-    return cast(F, routed)
+# ``fn(job_id, ...)`` on the database holding the job; ``fn(queue, ...)`` on the queue's database.
+by_job = _on_alias_of(job_alias)
+by_queue = _on_alias_of(lambda queue: alias_for_queue(queue) if isinstance(queue, str) else None)
 
 
 def bulk(fn: F) -> F:
