@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from ultimate_jobs import clock
+from ultimate_jobs import clock, ops
 from ultimate_jobs.declaration import _unregister
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +145,9 @@ def worker_process(transactional_db: None) -> Iterator[Callable[..., WorkerProce
 
     ``command="jobs_relay"`` starts a relay instead of a worker.
     """
+    # Every worker leads or joins the scheduler, and the built-in retention task fires at minute 17
+    # of every hour: a test that straddles it would see a claim and a settle it never asked for.
+    ops.pause_task("ultimate_jobs.retention", by="tests")
     started: list[WorkerProcess] = []
 
     def start(*args: str, env: dict[str, str] | None = None, command: str = "jobs_worker") -> WorkerProcess:
