@@ -268,6 +268,20 @@ class JobHandle(Generic[P, R]):
 
     def idempotency_key_for(self, **values: Any) -> str:
         """The dedupe key for this input; raise ``X_INVARIANT`` if it renders empty."""
+        return self._key_of(values)
+
+    def tenant_for(self, **values: Any) -> str | None:
+        """The tenant this input acts under (``None`` for a ``NO_TENANT`` job)."""
+        return self._tenant_of(values)
+
+    def concurrency_key_for(self, **values: Any) -> str | None:
+        """The fleet concurrency key; raise ``X_JOB_DECLARATION_INVALID`` if empty, not a string or > 200."""
+        return self._concurrency_key_of(values)
+
+    # The three above take the input as keywords; render() passes its mapping as it is, unpacked
+    # into a new dict three times per row otherwise.
+
+    def _key_of(self, values: Mapping[str, Any]) -> str:
         key = self._key.render(values)
         if not isinstance(key, str) or not key:
             raise JobsError(X_INVARIANT, f"{self.name}: idempotency_key rendered {key!r} for this input; a key "
@@ -277,8 +291,7 @@ class JobHandle(Generic[P, R]):
                             "characters or holds NUL.", "Key jobs by ids, not by content.")
         return key
 
-    def tenant_for(self, **values: Any) -> str | None:
-        """The tenant this input acts under (``None`` for a ``NO_TENANT`` job)."""
+    def _tenant_of(self, values: Mapping[str, Any]) -> str | None:
         if self._tenant is None:
             return None
         tenant = self._tenant.render(values)
@@ -290,8 +303,7 @@ class JobHandle(Generic[P, R]):
                             "Return the org's id from tenant=, or declare tenant=NO_TENANT.")
         return tenant
 
-    def concurrency_key_for(self, **values: Any) -> str | None:
-        """The fleet concurrency key; raise ``X_JOB_DECLARATION_INVALID`` if empty, not a string or > 200."""
+    def _concurrency_key_of(self, values: Mapping[str, Any]) -> str | None:
         if self.concurrency is None:
             return None
         if self._concurrency_key is None:
@@ -307,8 +319,8 @@ class JobHandle(Generic[P, R]):
     def render(self, values: Mapping[str, Any]) -> JobInput:
         """One input as a row takes it: its JSON, key, tenant and concurrency key, each checked as above."""
         return JobInput(name=self.name, queue=self.queue, priority=self.priority, max_attempts=self.max_attempts,
-                        payload=self.encode_input(values), idempotency_key=self.idempotency_key_for(**values),
-                        tenant_id=self.tenant_for(**values), concurrency_key=self.concurrency_key_for(**values))
+                        payload=self.encode_input(values), idempotency_key=self._key_of(values),
+                        tenant_id=self._tenant_of(values), concurrency_key=self._concurrency_key_of(values))
 
     # -- enqueue -------------------------------------------------------------------------------
 

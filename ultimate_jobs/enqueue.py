@@ -63,12 +63,13 @@ class EnqueueResult:
     staged: bool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class JobInput:
     """One input as its declaration renders it: all a row takes from the job and its input.
 
     ``queue`` and ``priority`` are the declaration's defaults (per-call options override them);
-    ``tenant_id`` is the tenant the input acts under (None for a ``NO_TENANT`` job).
+    ``tenant_id`` is the tenant the input acts under (None for a ``NO_TENANT`` job). Not
+    ``frozen``, as ``JobRow`` is not: one is made per enqueued row.
     """
 
     name: str

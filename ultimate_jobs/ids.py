@@ -31,7 +31,16 @@ def uuid7() -> uuid.UUID:
                 _last_ms, _seq = _last_ms + 1, 0
         ms, seq = _last_ms, _seq
     value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
-    return uuid.UUID(int=value)
+    return _from_int(value)
+
+
+def _from_int(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` without its range check (``value`` is 128 bits by construction):
+    two ids per enqueued row, and the check was half of making one."""
+    made = object.__new__(uuid.UUID)
+    object.__setattr__(made, "int", value)
+    object.__setattr__(made, "is_safe", uuid.SafeUUID.unknown)
+    return made
 
 
 def parse_uuid(value: object, *, subject: str = "id") -> uuid.UUID:

@@ -69,9 +69,10 @@ def _non_string_key(value: Any) -> tuple[object] | None:
             for key, child in item.items():
                 if not isinstance(key, str):
                     return (key,)
-                stack.append(child)
+                if isinstance(child, dict | list | tuple):  # scalars are never pushed: most inputs are flat
+                    stack.append(child)
         elif isinstance(item, list | tuple):
-            stack.extend(item)
+            stack.extend(child for child in item if isinstance(child, dict | list | tuple))
     return None
 
 
