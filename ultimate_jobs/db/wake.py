@@ -73,12 +73,17 @@ class WakeWindow:
             return
         now = time.monotonic()
         with self._lock:
+            added = False
             for queue in queues:
                 key = (alias, channel, queue)
                 if key not in self._owed:
                     self._owed[key] = max(now, self._last.get(key, now) + window)
+                    added = True
             self._start()
-            self._lock.notify()
+            # Only a newly owed wake can move the thread's next deadline: waking it for one it
+            # already holds cost a thread switch on most of a burst's enqueues.
+            if added:
+                self._lock.notify()
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
