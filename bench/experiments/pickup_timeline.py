@@ -51,6 +51,8 @@ def run_once():
         connection.ensure_connection()
         if os.environ.get("PREPARE"):
             connection.connection.prepare_threshold = 0
+        if os.environ.get("PLAN_MODE"):  # auto, force_generic_plan, force_custom_plan
+            connection.connection.execute(f"SET plan_cache_mode = {os.environ['PLAN_MODE']}")
         if os.environ.get("SYNC_OFF"):
             connection.connection.execute("SET synchronous_commit = off")
         configured.append(1)
