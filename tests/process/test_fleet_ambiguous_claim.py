@@ -12,8 +12,9 @@ the restart cut waited 30 s for their lease.
 The cut is made deterministic with a small PostgreSQL wire-protocol proxy between the worker and
 the server: it forwards everything, and once armed, watches for the first claim statement that
 claims rows (recognised by its result columns); when the server then reports that transaction's
-``COMMIT``, it drops both sides of the connection instead of passing the answer on: committed on
-the server, unknown to the worker.
+``COMMIT`` (a pass in a transaction) or that it is ready with no transaction open (an idle pass,
+whose claim is sent alone in autocommit), it drops both sides of the connection instead of passing
+the answer on: committed on the server, unknown to the worker.
 """
 
 from __future__ import annotations
@@ -128,11 +129,18 @@ class CommitCutProxy:
                     rows = int(tag.split()[1]) if tag.startswith("UPDATE ") else 0
                     committing = rows > 0  # nothing claimed: wait for a pass that claims
                 elif committing and tag == "COMMIT":  # committed on the server: the worker never hears it
-                    self.claimed_rows = rows
-                    self.armed.clear()
-                    self.struck.set()
+                    self._strike(rows)
                     return
+            elif kind == b"Z" and committing and message[5:6] == b"I":
+                # Ready, no transaction open: a claim sent alone (autocommit) committed before this.
+                self._strike(rows)
+                return
             client.sendall(message)
+
+    def _strike(self, rows: int) -> None:
+        self.claimed_rows = rows
+        self.armed.clear()
+        self.struck.set()
 
 
 @pytest.fixture

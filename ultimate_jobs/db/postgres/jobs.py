@@ -3,11 +3,13 @@ rescue, the lost claim's hand-back, purge, and the operator's wake-up."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, LiteralString
 from uuid import UUID
 
+from django.db import transaction
 from psycopg.rows import kwargs_row
 
 from ultimate_jobs.db.postgres.connection import PostgresConnection
@@ -151,12 +153,26 @@ RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_att
 
 CLAIM_ONLY_COMMIT: LiteralString = "SET LOCAL synchronous_commit TO off"
 
+# An idle worker's pass claims one queue and settles nothing: JOB_CLAIM alone, in autocommit, with
+# CLAIM_ONLY_COMMIT's setting made by the statement itself (local to its own implicit transaction,
+# so the session keeps its own). One statement instead of BEGIN, two SETs, the claim and COMMIT:
+# 1.26 ms against 1.98 ms from an idle gap to the claim's answer (experiments/claim_pass_shape.py).
+JOB_CLAIM_ALONE: LiteralString = JOB_CLAIM.replace(
+    "WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),",
+    "WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now,\n"
+    "                  set_config('synchronous_commit', 'off', true) AS commit_mode),", 1)
+
 # JOB_CLAIM runs on its prepared generic plan. Left to choose, PostgreSQL compares the generic
 # plan's estimate with a custom plan's: with many `delayed` rows it guesses a third of them due
 # (it cannot see the `now` parameter), finds the generic plan dear and plans the whole statement
 # again on every claim, ~0.3 ms of an idle pickup's ~1.5 ms with 100,000 rows waiting. The walks
 # are bounded by their indexes whatever the estimate, so the generic plan is the right one.
 CLAIM_PLAN: LiteralString = "SET LOCAL plan_cache_mode TO force_generic_plan"
+# The same for a connection that claims alone (JOB_CLAIM_ALONE has no transaction to SET LOCAL in):
+# set once for the session. Only the store's own statements are prepared on a connection whose
+# preparation the store owns (connection.py), so only they follow it, and each is a keyed walk
+# whose generic plan is the right one; a session that loses the setting costs a replan, not a result.
+CLAIM_PLAN_SESSION: LiteralString = "SET plan_cache_mode TO force_generic_plan"
 
 JOB_SETTLE_MANY: LiteralString = """
 -- Settle finished attempts in one statement. Fenced: a row matches only while it is still
@@ -320,6 +336,8 @@ def row_params(row: JobRow) -> dict[str, Any]:
 # Answers built by column name (the RETURNING / SELECT aliases), never by position.
 _CLAIMED = kwargs_row(ClaimedJob)
 
+_GENERIC_PLANS: weakref.WeakSet[Any] = weakref.WeakSet()  # psycopg connections CLAIM_PLAN_SESSION ran on
+
 
 class JobStatements(PostgresConnection):
     """The ``job_*`` methods and ``queue_wake``."""
@@ -373,19 +391,33 @@ class JobStatements(PostgresConnection):
                              now: datetime | None, blocked_tenants: Sequence[str] = (),
                              ) -> SettledAndClaimed:
         """Settle finished attempts and claim per queue in one transaction, pipelined: one round trip
-        and one commit for the whole pass."""
+        and one commit for the whole pass. A pass that only claims one queue, outside any transaction,
+        is JOB_CLAIM_ALONE: one statement (on a connection whose preparation the store owns, since it
+        sets the session's plan mode)."""
         import psycopg
 
         wrapper = self._connections[self.alias]
         prepare = self._prepare()
         with wrapper.wrap_database_errors:
             conn = self._connect(wrapper)
+            # Outside atomic() the pass is its own transaction. Inside one (begun or not yet: Django
+            # begins lazily) it is a savepoint of the caller's: psycopg's transaction() would commit
+            # a transaction it found not yet begun, and the pass must not change the caller's commit.
+            own = bool(conn.autocommit)
+            if own and not settlements and len(claims) == 1 and prepare and self._idle(conn):
+                ((queue, limit),) = claims.items()
+                self._force_generic_plans(conn)
+                with psycopg.Cursor(conn, row_factory=_CLAIMED) as cursor:
+                    cursor.execute(JOB_CLAIM_ALONE, {"queue": queue, "names": list(names), "limit": limit,
+                                                     "worker_id": worker_id, "visibility": visibility, "now": now,
+                                                     "blocked": list(blocked_tenants)}, prepare=True)
+                    return SettledAndClaimed(settled=set(), claimed={queue: cursor.fetchall()})
             settle_cursor = psycopg.Cursor(conn) if settlements else None
             claim_cursors: dict[str, Any] = {}
-            with conn.pipeline(), conn.transaction():
+            with conn.transaction() if own else transaction.atomic(using=self.alias), conn.pipeline():
                 if settle_cursor is not None:
                     settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=prepare)
-                elif claims:
+                elif claims and own:
                     # A pass that only claims does not wait for its WAL flush (an idle pickup's
                     # largest cost): a claim lost to a server crash leaves its row as it was before
                     # the claim, so the job runs again (at least once) and the worker's fenced
@@ -401,6 +433,19 @@ class JobStatements(PostgresConnection):
             settled = {row[0] for row in settle_cursor.fetchall()} if settle_cursor is not None else set()
             claimed: dict[str, list[ClaimedJob]] = {q: c.fetchall() for q, c in claim_cursors.items()}
         return SettledAndClaimed(settled=settled, claimed=claimed)
+
+    @staticmethod
+    def _idle(conn: Any) -> bool:
+        """No transaction open on ``conn`` (not even one begun by hand in autocommit)."""
+        from psycopg.pq import TransactionStatus
+
+        return bool(conn.info.transaction_status == TransactionStatus.IDLE)
+
+    @staticmethod
+    def _force_generic_plans(conn: Any) -> None:
+        if conn not in _GENERIC_PLANS:
+            conn.execute(CLAIM_PLAN_SESSION)
+            _GENERIC_PLANS.add(conn)
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]:

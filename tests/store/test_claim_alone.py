@@ -1,0 +1,69 @@
+"""An idle worker's pass that claims one queue and settles nothing is one statement on PostgreSQL,
+committing on its own without waiting for its WAL flush. What that must not change: the claim is
+committed when the pass returns, the session's own commit mode is untouched for whatever runs on
+that connection next, and a claim made inside the caller's transaction stays inside it."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+
+from tests.app.jobs import noop
+from ultimate_jobs.db import store_for
+from ultimate_jobs.db.postgres.jobs import JOB_CLAIM, JOB_CLAIM_ALONE
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
+
+
+def _claim_one_queue(worker_id: str) -> list:
+    answer = store_for("default").job_settle_and_claim(
+        settlements=[], claims={"default": 5}, names=["tests.noop"], worker_id=worker_id, visibility=30, now=None)
+    return answer.claimed["default"]
+
+
+def _second_session():
+    """Another PostgreSQL session on the test database, outside Django: what it sees is committed."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
+        params.pop(key, None)
+    return psycopg.connect(autocommit=True, **params)
+
+
+def _session_setting(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting(%s)", [name])
+        return cursor.fetchone()[0]
+
+
+def test_a_claim_alone_is_committed_when_it_returns_and_the_session_stays_synchronous() -> None:
+    planted = noop.enqueue(key="alone-1").id
+    assert _session_setting("synchronous_commit") == "on"
+    claimed = _claim_one_queue("alone-worker")
+    assert [row.id for row in claimed] == [planted]
+    with _second_session() as other:
+        row = other.execute("SELECT state, claimed_by, attempt FROM ultimate_jobs_job WHERE id = %s",
+                            [planted]).fetchone()
+    assert row == ("running", "alone-worker", 1)
+    # The statement's own setting ended with its implicit transaction: the app's next write on this
+    # connection still waits for its flush.
+    assert _session_setting("synchronous_commit") == "on"
+
+
+def test_a_claim_inside_the_callers_transaction_rolls_back_with_it() -> None:
+    planted = noop.enqueue(key="inside-1").id
+    with pytest.raises(RuntimeError, match="undo"), transaction.atomic():
+        assert [row.id for row in _claim_one_queue("inside-worker")] == [planted]
+        raise RuntimeError("undo")
+    with _second_session() as other:
+        row = other.execute("SELECT state, claimed_by, attempt FROM ultimate_jobs_job WHERE id = %s",
+                            [planted]).fetchone()
+    assert row == ("ready", None, 0)
+    assert _session_setting("synchronous_commit") == "on"
+
+
+def test_the_claim_alone_is_the_claim_with_its_commit_mode_set_inside_it() -> None:
+    assert "set_config('synchronous_commit', 'off', true)" in JOB_CLAIM_ALONE
+    assert JOB_CLAIM_ALONE.replace(",\n                  set_config('synchronous_commit', 'off', true) AS commit_mode",
+                                   "") == JOB_CLAIM
