@@ -1,16 +1,18 @@
-"""An idle worker's pass that claims one queue and settles nothing is one statement on PostgreSQL,
-committing on its own without waiting for its WAL flush. What that must not change: the claim is
-committed when the pass returns, the session's own commit mode is untouched for whatever runs on
-that connection next, and a claim made inside the caller's transaction stays inside it."""
+"""A worker's own pass on PostgreSQL sends its settle and claims without a transaction block, one
+implicit transaction (an idle pass that claims one queue is one statement, committing without
+waiting for its WAL flush). What that must not change: the pass is committed when it returns, as
+one transaction; the session's own commit mode is untouched for whatever runs on that connection
+next; and a pass made inside the caller's transaction stays inside it."""
 
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 
 from tests.app.jobs import noop
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.postgres.jobs import JOB_CLAIM, JOB_CLAIM_ALONE
+from ultimate_jobs.db.store import Settlement
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
 
@@ -67,3 +69,39 @@ def test_the_claim_alone_is_the_claim_with_its_commit_mode_set_inside_it() -> No
     assert "set_config('synchronous_commit', 'off', true)" in JOB_CLAIM_ALONE
     assert JOB_CLAIM_ALONE.replace(",\n                  set_config('synchronous_commit', 'off', true) AS commit_mode",
                                    "") == JOB_CLAIM
+
+
+def _pass(settlements: list[Settlement], worker_id: str) -> list:
+    answer = store_for("default").job_settle_and_claim(
+        settlements=settlements, claims={"default": 5}, names=["tests.noop"], worker_id=worker_id, visibility=30,
+        now=None)
+    return answer.claimed["default"]
+
+
+def _states(*ids) -> list[tuple]:
+    with _second_session() as other:
+        return [other.execute("SELECT state, attempt FROM ultimate_jobs_job WHERE id = %s", [i]).fetchone()
+                for i in ids]
+
+
+def test_a_busy_pass_settles_and_claims_in_one_commit() -> None:
+    first = noop.enqueue(key="busy-1").id
+    (held,) = _claim_one_queue("busy-worker")
+    second = noop.enqueue(key="busy-2").id
+    claimed = _pass([Settlement(id=held.id, claim=held.claim, state="done", result='{"ok": 1}')], "busy-worker")
+    assert [row.id for row in claimed] == [second]
+    assert _states(first, second) == [("done", 1), ("running", 1)]
+    assert _session_setting("synchronous_commit") == "on"
+
+
+def test_a_pass_whose_settle_the_database_refuses_claims_nothing_and_the_connection_carries_on() -> None:
+    first = noop.enqueue(key="refused-1").id
+    (held,) = _claim_one_queue("refused-worker")
+    second = noop.enqueue(key="refused-2").id
+    with pytest.raises(DataError):  # not JSON: the settle's cast fails on the server
+        _pass([Settlement(id=held.id, claim=held.claim, state="done", result="{not json")], "refused-worker")
+    # The settle and the claim were one transaction: neither landed.
+    assert _states(first, second) == [("running", 1), ("ready", 0)]
+    claimed = _pass([Settlement(id=held.id, claim=held.claim, state="done", result="null")], "refused-worker")
+    assert [row.id for row in claimed] == [second]
+    assert _states(first, second) == [("done", 1), ("running", 1)]

@@ -3,6 +3,7 @@ rescue, the lost claim's hand-back, purge, and the operator's wake-up."""
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Sequence
 from datetime import datetime
@@ -153,10 +154,9 @@ RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_att
 
 CLAIM_ONLY_COMMIT: LiteralString = "SET LOCAL synchronous_commit TO off"
 
-# An idle worker's pass claims one queue and settles nothing: JOB_CLAIM alone, in autocommit, with
-# CLAIM_ONLY_COMMIT's setting made by the statement itself (local to its own implicit transaction,
-# so the session keeps its own). One statement instead of BEGIN, two SETs, the claim and COMMIT:
-# 1.26 ms against 1.98 ms from an idle gap to the claim's answer (experiments/claim_pass_shape.py).
+# A worker's own pass that settles nothing sends its claims without a transaction block (see
+# job_settle_and_claim): CLAIM_ONLY_COMMIT's setting is then made by the statement itself, local to
+# the pass's implicit transaction, so the session keeps its own.
 JOB_CLAIM_ALONE: LiteralString = JOB_CLAIM.replace(
     "WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),",
     "WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now,\n"
@@ -168,8 +168,8 @@ JOB_CLAIM_ALONE: LiteralString = JOB_CLAIM.replace(
 # again on every claim, ~0.3 ms of an idle pickup's ~1.5 ms with 100,000 rows waiting. The walks
 # are bounded by their indexes whatever the estimate, so the generic plan is the right one.
 CLAIM_PLAN: LiteralString = "SET LOCAL plan_cache_mode TO force_generic_plan"
-# The same for a connection that claims alone (JOB_CLAIM_ALONE has no transaction to SET LOCAL in):
-# set once for the session. Only the store's own statements are prepared on a connection whose
+# The same for a worker's own pass, which has no transaction block to SET LOCAL in: set once for
+# the session. Only the store's own statements are prepared on a connection whose
 # preparation the store owns (connection.py), so only they follow it, and each is a keyed walk
 # whose generic plan is the right one; a session that loses the setting costs a replan, not a result.
 CLAIM_PLAN_SESSION: LiteralString = "SET plan_cache_mode TO force_generic_plan"
@@ -391,47 +391,55 @@ class JobStatements(PostgresConnection):
                              now: datetime | None, blocked_tenants: Sequence[str] = (),
                              ) -> SettledAndClaimed:
         """Settle finished attempts and claim per queue in one transaction, pipelined: one round trip
-        and one commit for the whole pass. A pass that only claims one queue, outside any transaction,
-        is JOB_CLAIM_ALONE: one statement (on a connection whose preparation the store owns, since it
-        sets the session's plan mode)."""
+        and one commit for the whole pass.
+
+        A worker's own pass (autocommit, on a connection whose preparation the store owns) sends its
+        statements alone, pipelined into one implicit transaction that the pipeline's Sync commits:
+        no BEGIN, SET or COMMIT to send and answer (a pass of 10: 2.83 against 3.25 ms,
+        ``experiments/busy_pass_shape.py``); an idle pass that claims one queue is one statement
+        (1.26 against 1.98 ms, ``experiments/claim_pass_shape.py``). Inside the caller's ``atomic()``
+        (begun or not yet: Django begins lazily) the pass is a savepoint of the caller's transaction:
+        psycopg's ``transaction()`` would commit a transaction it found not yet begun, and the pass
+        must not change how the caller's transaction commits.
+        """
         import psycopg
 
         wrapper = self._connections[self.alias]
         prepare = self._prepare()
         with wrapper.wrap_database_errors:
             conn = self._connect(wrapper)
-            # Outside atomic() the pass is its own transaction. Inside one (begun or not yet: Django
-            # begins lazily) it is a savepoint of the caller's: psycopg's transaction() would commit
-            # a transaction it found not yet begun, and the pass must not change the caller's commit.
             own = bool(conn.autocommit)
-            if own and not settlements and len(claims) == 1 and prepare and self._idle(conn):
-                ((queue, limit),) = claims.items()
-                self._force_generic_plans(conn)
-                with psycopg.Cursor(conn, row_factory=_CLAIMED) as cursor:
-                    cursor.execute(JOB_CLAIM_ALONE, {"queue": queue, "names": list(names), "limit": limit,
-                                                     "worker_id": worker_id, "visibility": visibility, "now": now,
-                                                     "blocked": list(blocked_tenants)}, prepare=True)
-                    return SettledAndClaimed(settled=set(), claimed={queue: cursor.fetchall()})
+            alone = own and bool(prepare) and self._idle(conn)
+            if alone:
+                self._force_generic_plans(conn)  # in place of CLAIM_PLAN: no transaction to SET LOCAL in
+            # A pass that only claims does not wait for its WAL flush (an idle pickup's largest cost):
+            # a claim lost to a server crash leaves its row as it was before the claim, so the job runs
+            # again (at least once) and the worker's fenced settle matches nothing. Settles always
+            # commit synchronously, and never in the caller's transaction is its commit changed.
+            async_claim = own and not settlements
             settle_cursor = psycopg.Cursor(conn) if settlements else None
-            claim_cursors: dict[str, Any] = {}
-            with conn.transaction() if own else transaction.atomic(using=self.alias), conn.pipeline():
+            claim_cursors = {queue: psycopg.Cursor(conn, row_factory=_CLAIMED) for queue in claims}
+            with contextlib.ExitStack() as scope:
+                if not alone:
+                    scope.enter_context(conn.transaction() if own else transaction.atomic(using=self.alias))
+                if not alone or len(claims) + bool(settlements) > 1:
+                    scope.enter_context(conn.pipeline())
                 if settle_cursor is not None:
                     settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=prepare)
-                elif claims and own:
-                    # A pass that only claims does not wait for its WAL flush (an idle pickup's
-                    # largest cost): a claim lost to a server crash leaves its row as it was before
-                    # the claim, so the job runs again (at least once) and the worker's fenced
-                    # settle matches nothing. Settles always commit synchronously.
-                    conn.execute(CLAIM_ONLY_COMMIT)
-                if claims:
+                if claims and not alone:
+                    if async_claim:
+                        conn.execute(CLAIM_ONLY_COMMIT)
                     conn.execute(CLAIM_PLAN)
+                claim_sql = JOB_CLAIM_ALONE if alone and async_claim else JOB_CLAIM
                 for queue, limit in claims.items():
-                    cursor = claim_cursors[queue] = psycopg.Cursor(conn, row_factory=_CLAIMED)
-                    cursor.execute(JOB_CLAIM, {"queue": queue, "names": list(names), "limit": limit,
-                                               "worker_id": worker_id, "visibility": visibility, "now": now,
-                                               "blocked": list(blocked_tenants)}, prepare=prepare)
+                    claim_cursors[queue].execute(claim_sql, {
+                        "queue": queue, "names": list(names), "limit": limit, "worker_id": worker_id,
+                        "visibility": visibility, "now": now, "blocked": list(blocked_tenants)}, prepare=prepare)
             settled = {row[0] for row in settle_cursor.fetchall()} if settle_cursor is not None else set()
             claimed: dict[str, list[ClaimedJob]] = {q: c.fetchall() for q, c in claim_cursors.items()}
+            for cursor in (settle_cursor, *claim_cursors.values()):
+                if cursor is not None:
+                    cursor.close()
         return SettledAndClaimed(settled=settled, claimed=claimed)
 
     @staticmethod
