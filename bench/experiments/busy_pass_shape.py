@@ -1,5 +1,5 @@
 """A busy worker's pass (settle the finished, claim as many): the pipelined transaction the worker
-sends (BEGIN, the settle, SET LOCAL plan mode, the claim, COMMIT) against the settle and the claim
+sent before 713baf4 (BEGIN, the settle, SET LOCAL plan mode, the claim, COMMIT) against the settle and the claim
 alone in one pipeline, one implicit transaction ended by the pipeline's Sync (no BEGIN, SET or
 COMMIT), the plan mode set once for the session.
 
@@ -21,13 +21,11 @@ measure.recreate_database()
 import psycopg
 from django.db import connection
 
-from ultimate_jobs.db import store_for
 from ultimate_jobs.db.postgres import jobs as postgres
 from ultimate_jobs.db.store import Settlement
 
 PASSES = int(os.environ.get("PASSES", "400"))
 BATCH = int(os.environ.get("BATCH", "10"))
-store = store_for("default")
 measure.enqueue_many((2 * PASSES + 2) * BATCH)  # each pass claims BATCH per shape
 connection.ensure_connection()
 conn = connection.connection
@@ -36,10 +34,16 @@ claim_params = {"queue": "default", "names": ["bench.noop"], "limit": BATCH, "wo
                 "now": None, "blocked": []}
 
 
-def transaction_form(settle):
-    answer = store.job_settle_and_claim(settlements=settle, claims={"default": BATCH}, names=["bench.noop"],
-                                        worker_id="exp", visibility=30.0, now=None)
-    return answer.claimed["default"]
+def transaction_form(settle):  # the worker's pass before 713baf4
+    with psycopg.Cursor(conn) as s, psycopg.Cursor(conn, row_factory=postgres._CLAIMED) as c:
+        with conn.pipeline(), conn.transaction():
+            if settle:
+                s.execute(postgres.JOB_SETTLE_MANY, postgres._settlement_columns(settle, None), prepare=True)
+            conn.execute(postgres.CLAIM_PLAN)
+            c.execute(postgres.JOB_CLAIM, claim_params, prepare=True)
+        if settle:
+            s.fetchall()
+        return c.fetchall()
 
 
 def implicit_form(settle):
@@ -52,7 +56,8 @@ def implicit_form(settle):
 
 
 conn.execute("SET plan_cache_mode TO force_generic_plan")
-variants = {"transaction form (as the worker)": transaction_form, "one implicit transaction": implicit_form}
+variants = {"transaction block (the worker before)": transaction_form,
+            "one implicit transaction (the worker now)": implicit_form}
 res = {k: [] for k in variants}
 held = transaction_form([])
 for i in range(PASSES):

@@ -1,5 +1,6 @@
-"""An idle claim-only pass: the pipelined transaction the worker sends (BEGIN, two SET LOCALs, the
-claim, COMMIT) against the claim alone in autocommit, with its commit mode set inside it.
+"""An idle claim-only pass: the pipelined transaction the worker sent before 1da02f4 (BEGIN, two SET
+LOCALs, the claim, COMMIT) against the claim alone in autocommit, with its commit mode set inside
+it (JOB_CLAIM_ALONE, as the worker sends it now).
 
 Ad hoc, run by hand (see docs/scaling.md); not part of make bench. A job is enqueued, then after
 an idle gap (as in a sparse pickup) claimed; the claim is timed from the client.
@@ -21,27 +22,25 @@ import psycopg
 from django.db import connection
 
 from bench.jobs import noop
-from ultimate_jobs.db import store_for
 from ultimate_jobs.db.postgres import jobs as postgres
 
 SAMPLES = int(os.environ.get("SAMPLES", "150"))
 GAP = float(os.environ.get("GAP", "0.05"))
-store = store_for("default")
 connection.ensure_connection()
 conn = connection.connection
 conn.prepare_threshold = 2**31 - 1
 params = {"queue": "default", "names": ["bench.noop"], "limit": 10, "worker_id": "exp", "visibility": 30.0,
           "now": None, "blocked": []}
-ONE = postgres.JOB_CLAIM.replace(
-    "WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),",
-    "WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now, "
-    "set_config('synchronous_commit', 'off', true) AS async),")
-assert ONE != postgres.JOB_CLAIM
+ONE = postgres.JOB_CLAIM_ALONE
 
 
-def pipelined():
-    return store.job_settle_and_claim(settlements=[], claims={"default": 10}, names=["bench.noop"],
-                                      worker_id="exp", visibility=30.0, now=None).claimed["default"]
+def pipelined():  # the worker's idle pass before 1da02f4
+    with psycopg.Cursor(conn, row_factory=postgres._CLAIMED) as c:
+        with conn.pipeline(), conn.transaction():
+            conn.execute(postgres.CLAIM_ONLY_COMMIT)
+            conn.execute(postgres.CLAIM_PLAN)
+            c.execute(postgres.JOB_CLAIM, params, prepare=True)
+        return c.fetchall()
 
 
 def single():
@@ -65,9 +64,12 @@ def single_scoped_plan_mode():
         return c.fetchall()
 
 
-variants = {"one autocommit statement": single,
-            "SET, the statement, RESET: autocommit, pipelined": single_scoped_plan_mode, "pipelined transaction (as the worker)": pipelined,
-            "one autocommit statement, commit flushed": single_synchronous}
+variants = {
+    "one autocommit statement (the worker now)": single,
+    "SET, the statement, RESET: autocommit, pipelined": single_scoped_plan_mode,
+    "pipelined transaction (the worker before)": pipelined,
+    "one autocommit statement, commit flushed": single_synchronous,
+}
 res = {k: [] for k in variants}
 seq = 10**6
 conn.execute("SET plan_cache_mode = force_generic_plan")  # the single form cannot SET LOCAL first
