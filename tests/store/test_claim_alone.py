@@ -10,6 +10,7 @@ import pytest
 from django.db import DataError, connection, transaction
 
 from tests.app.jobs import noop
+from tests.store.sessions import second_session
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.postgres.jobs import JOB_CLAIM, JOB_CLAIM_ALONE
 from ultimate_jobs.db.store import Settlement
@@ -17,20 +18,12 @@ from ultimate_jobs.db.store import Settlement
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
 
 
-def _claim_one_queue(worker_id: str) -> list:
+def _pass(worker_id: str, settlements: tuple[Settlement, ...] = ()) -> list:
+    """One worker pass on the default queue: settle ``settlements``, claim up to 5."""
     answer = store_for("default").job_settle_and_claim(
-        settlements=[], claims={"default": 5}, names=["tests.noop"], worker_id=worker_id, visibility=30, now=None)
+        settlements=settlements, claims={"default": 5}, names=["tests.noop"], worker_id=worker_id, visibility=30,
+        now=None)
     return answer.claimed["default"]
-
-
-def _second_session():
-    """Another PostgreSQL session on the test database, outside Django: what it sees is committed."""
-    import psycopg
-
-    params = connection.get_connection_params()
-    for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
-        params.pop(key, None)
-    return psycopg.connect(autocommit=True, **params)
 
 
 def _session_setting(name: str) -> str:
@@ -42,9 +35,9 @@ def _session_setting(name: str) -> str:
 def test_a_claim_alone_is_committed_when_it_returns_and_the_session_stays_synchronous() -> None:
     planted = noop.enqueue(key="alone-1").id
     assert _session_setting("synchronous_commit") == "on"
-    claimed = _claim_one_queue("alone-worker")
+    claimed = _pass("alone-worker")
     assert [row.id for row in claimed] == [planted]
-    with _second_session() as other:
+    with second_session(autocommit=True) as other:
         row = other.execute("SELECT state, claimed_by, attempt FROM ultimate_jobs_job WHERE id = %s",
                             [planted]).fetchone()
     assert row == ("running", "alone-worker", 1)
@@ -56,9 +49,9 @@ def test_a_claim_alone_is_committed_when_it_returns_and_the_session_stays_synchr
 def test_a_claim_inside_the_callers_transaction_rolls_back_with_it() -> None:
     planted = noop.enqueue(key="inside-1").id
     with pytest.raises(RuntimeError, match="undo"), transaction.atomic():
-        assert [row.id for row in _claim_one_queue("inside-worker")] == [planted]
+        assert [row.id for row in _pass("inside-worker")] == [planted]
         raise RuntimeError("undo")
-    with _second_session() as other:
+    with second_session(autocommit=True) as other:
         row = other.execute("SELECT state, claimed_by, attempt FROM ultimate_jobs_job WHERE id = %s",
                             [planted]).fetchone()
     assert row == ("ready", None, 0)
@@ -71,24 +64,17 @@ def test_the_claim_alone_is_the_claim_with_its_commit_mode_set_inside_it() -> No
                                    "") == JOB_CLAIM
 
 
-def _pass(settlements: list[Settlement], worker_id: str) -> list:
-    answer = store_for("default").job_settle_and_claim(
-        settlements=settlements, claims={"default": 5}, names=["tests.noop"], worker_id=worker_id, visibility=30,
-        now=None)
-    return answer.claimed["default"]
-
-
 def _states(*ids) -> list[tuple]:
-    with _second_session() as other:
+    with second_session(autocommit=True) as other:
         return [other.execute("SELECT state, attempt FROM ultimate_jobs_job WHERE id = %s", [i]).fetchone()
                 for i in ids]
 
 
 def test_a_busy_pass_settles_and_claims_in_one_commit() -> None:
     first = noop.enqueue(key="busy-1").id
-    (held,) = _claim_one_queue("busy-worker")
+    (held,) = _pass("busy-worker")
     second = noop.enqueue(key="busy-2").id
-    claimed = _pass([Settlement(id=held.id, claim=held.claim, state="done", result='{"ok": 1}')], "busy-worker")
+    claimed = _pass("busy-worker", (Settlement(id=held.id, claim=held.claim, state="done", result='{"ok": 1}'),))
     assert [row.id for row in claimed] == [second]
     assert _states(first, second) == [("done", 1), ("running", 1)]
     assert _session_setting("synchronous_commit") == "on"
@@ -96,12 +82,12 @@ def test_a_busy_pass_settles_and_claims_in_one_commit() -> None:
 
 def test_a_pass_whose_settle_the_database_refuses_claims_nothing_and_the_connection_carries_on() -> None:
     first = noop.enqueue(key="refused-1").id
-    (held,) = _claim_one_queue("refused-worker")
+    (held,) = _pass("refused-worker")
     second = noop.enqueue(key="refused-2").id
     with pytest.raises(DataError):  # not JSON: the settle's cast fails on the server
-        _pass([Settlement(id=held.id, claim=held.claim, state="done", result="{not json")], "refused-worker")
+        _pass("refused-worker", (Settlement(id=held.id, claim=held.claim, state="done", result="{not json"),))
     # The settle and the claim were one transaction: neither landed.
     assert _states(first, second) == [("running", 1), ("ready", 0)]
-    claimed = _pass([Settlement(id=held.id, claim=held.claim, state="done", result="null")], "refused-worker")
+    claimed = _pass("refused-worker", (Settlement(id=held.id, claim=held.claim, state="done", result="null"),))
     assert [row.id for row in claimed] == [second]
     assert _states(first, second) == [("done", 1), ("running", 1)]

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.test import override_settings
 
 from tests.app.jobs import noop
+from tests.store.sessions import second_session
 from ultimate_jobs import JobsError, Worker, ops
 from ultimate_jobs.db import store_for
 from ultimate_jobs.models import Job, OutboxEntry
@@ -304,13 +305,7 @@ def test_a_held_transaction_holds_back_only_its_own_rows(frozen_clock) -> None:
 
 @pytest.mark.postgres_only
 def test_a_staged_row_wakes_relays_at_commit_and_never_on_rollback() -> None:
-    import psycopg
-    from django.db import connection
-
-    params = connection.get_connection_params()
-    for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
-        params.pop(key, None)
-    with psycopg.connect(autocommit=True, **params) as listener:
+    with second_session(autocommit=True) as listener:
         listener.execute("LISTEN ultimate_jobs_outbox")
         with pytest.raises(RuntimeError), transaction.atomic():
             noop.using(queue="wake-a").enqueue(key="no")
@@ -322,17 +317,6 @@ def test_a_staged_row_wakes_relays_at_commit_and_never_on_rollback() -> None:
     assert [(n.channel, n.payload) for n in notes] == [("ultimate_jobs_outbox", "wake-b")]
 
 
-def _raw_connection():
-    """A second PostgreSQL session on the test database, outside Django."""
-    import psycopg
-    from django.db import connection
-
-    params = connection.get_connection_params()
-    for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
-        params.pop(key, None)
-    return psycopg.connect(**params)
-
-
 @pytest.mark.postgres_only
 def test_a_claim_never_takes_rows_behind_a_concurrent_uncommitted_claim(frozen_clock) -> None:
     """SKIP LOCKED passes over the rows another claim is locking without a trace; the claim must
@@ -340,7 +324,7 @@ def test_a_claim_never_takes_rows_behind_a_concurrent_uncommitted_claim(frozen_c
     from ultimate_jobs.db.postgres import OUTBOX_CLAIM
 
     staged = [r.id for r in stage([f"c{i}" for i in range(6)])]
-    with _raw_connection() as other:  # a transaction: its claim's locks last until commit
+    with second_session() as other:  # a transaction: its claim's locks last until commit
         got = other.execute(OUTBOX_CLAIM, {"relay_id": "a", "limit": 2, "lease": 30, "now": frozen_clock.now()},
                             prepare=False).fetchall()
         assert [row[0] for row in got] == staged[:2]

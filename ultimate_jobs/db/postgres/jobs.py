@@ -11,6 +11,7 @@ from typing import Any, LiteralString
 from uuid import UUID
 
 from django.db import transaction
+from psycopg.pq import TransactionStatus
 from psycopg.rows import kwargs_row
 
 from ultimate_jobs.db.postgres.connection import PostgresConnection
@@ -445,8 +446,6 @@ class JobStatements(PostgresConnection):
     @staticmethod
     def _idle(conn: Any) -> bool:
         """No transaction open on ``conn`` (not even one begun by hand in autocommit)."""
-        from psycopg.pq import TransactionStatus
-
         return bool(conn.info.transaction_status == TransactionStatus.IDLE)
 
     @staticmethod
