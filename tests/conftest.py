@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection
 
 from ultimate_jobs import clock, ops
-from ultimate_jobs.declaration import _unregister
+from ultimate_jobs.registry import unregister as _unregister
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKEND = settings.BACKEND

@@ -27,18 +27,18 @@ from ultimate_jobs import _moved
 _EXPORTS: dict[str, str] = {
     "BackfillBatch": "ultimate_jobs.factories.backfill.declaration",
     "CancelToken": "ultimate_jobs.context",
-    "Concurrency": "ultimate_jobs.declaration",
+    "Concurrency": "ultimate_jobs.concurrency",
     "EnqueueResult": "ultimate_jobs.enqueue",
     "JobCancelled": "ultimate_jobs.errors",
     "JobContext": "ultimate_jobs.context",
-    "JobHandle": "ultimate_jobs.declaration",
+    "JobHandle": "ultimate_jobs.handle",
     "JobsError": "ultimate_jobs.errors",
     "MAX_ENQUEUE_BATCH": "ultimate_jobs.enqueue",
-    "NO_TENANT": "ultimate_jobs.declaration",
+    "NO_TENANT": "ultimate_jobs.inputs",
     "Retry": "ultimate_jobs.retry",
     "RetryAfter": "ultimate_jobs.errors",
     "Scheduler": "ultimate_jobs.schedule.scheduler",
-    "Settled": "ultimate_jobs.runtime.settled",
+    "Settled": "ultimate_jobs.runtime.on_settled",
     "Suspension": "ultimate_jobs.runtime.steps",
     "TaskHandle": "ultimate_jobs.schedule.declarations",
     "Terminal": "ultimate_jobs.errors",
@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "purge": "ultimate_jobs.factories.purge",
     "register_error_retry": "ultimate_jobs.retry",
     "registered_backfills": "ultimate_jobs.factories.backfill.declaration",
-    "registered_jobs": "ultimate_jobs.declaration",
+    "registered_jobs": "ultimate_jobs.registry",
     "registered_tasks": "ultimate_jobs.schedule.declarations",
     "retry_schedule": "ultimate_jobs.retry",
     "task": "ultimate_jobs.schedule.declarations",
@@ -133,8 +133,9 @@ def __dir__() -> list[str]:
 
 
 if _TYPE_CHECKING:  # what a type checker and an IDE see: the same names, imported eagerly
+    from ultimate_jobs.concurrency import Concurrency
     from ultimate_jobs.context import CancelToken, JobContext
-    from ultimate_jobs.declaration import NO_TENANT, Concurrency, JobHandle, job, registered_jobs
+    from ultimate_jobs.declaration import job
     from ultimate_jobs.enqueue import MAX_ENQUEUE_BATCH, EnqueueResult
     from ultimate_jobs.errors import JobCancelled, JobsError, RetryAfter, Terminal
     from ultimate_jobs.events import publish_event
@@ -152,8 +153,11 @@ if _TYPE_CHECKING:  # what a type checker and an IDE see: the same names, import
     from ultimate_jobs.factories.webhook.declaration import webhook
     from ultimate_jobs.factories.webhook.signing import verify_webhook_signature
     from ultimate_jobs.factories.webhook_receiver import webhook_receiver
+    from ultimate_jobs.handle import JobHandle
+    from ultimate_jobs.inputs import NO_TENANT
+    from ultimate_jobs.registry import registered_jobs
     from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
-    from ultimate_jobs.runtime.settled import Settled
+    from ultimate_jobs.runtime.on_settled import Settled
     from ultimate_jobs.runtime.steps import Suspension
     from ultimate_jobs.runtime.worker import Worker
     from ultimate_jobs.schedule.declarations import TaskHandle, registered_tasks, task

@@ -19,7 +19,7 @@ MOVED: dict[str, str] = {
     "ultimate_jobs.metrics": "ultimate_jobs.ops.metrics",
     "ultimate_jobs.purges": "ultimate_jobs.factories.purge",
     "ultimate_jobs.retention": "ultimate_jobs.factories.retention",
-    "ultimate_jobs.tasks_ops": "ultimate_jobs.ops.tasks",
+    "ultimate_jobs.tasks_ops": "ultimate_jobs.ops.schedule",
 }
 
 

@@ -1,7 +1,8 @@
 """Internal: a job's input as its declaration reads it — the parameters after ``ctx`` (the input's
-schema) and the templates rendered from an input (the idempotency key, the tenant, the
-concurrency key). Every refusal is ``X_JOB_DECLARATION_INVALID`` at declaration time, or
-``X_JOB_INPUT_INVALID`` for an input a template cannot render.
+schema), the templates rendered from an input (the idempotency key, the tenant, the
+concurrency key) and ``NO_TENANT``, the tenant rule of a job that acts for no org. Every
+refusal is ``X_JOB_DECLARATION_INVALID`` at declaration time, or ``X_JOB_INPUT_INVALID`` for an
+input a template cannot render.
 """
 
 from __future__ import annotations
@@ -13,6 +14,30 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_INPUT_INVALID, JobsError
+
+
+class _NoTenant:
+    """The marker for jobs that act for no tenant (global maintenance, fleet-wide work)."""
+
+    _instance: _NoTenant | None = None
+
+    def __new__(cls) -> _NoTenant:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_TENANT"
+
+    def __reduce__(self) -> str:
+        return "NO_TENANT"
+
+
+NO_TENANT = _NoTenant()
+
+# What @job takes as idempotency_key= and tenant=.
+IdempotencyKey = str | Callable[..., str]
+Tenant = str | Callable[..., str | int] | _NoTenant
 
 
 class Template:

@@ -61,7 +61,7 @@ def run_once():
 
 
 w.run_once = run_once
-orig_keep = w.leases.keep
+orig_keep = w.heartbeat.keep
 
 
 def keep():
@@ -71,7 +71,7 @@ def keep():
     return kept
 
 
-w.leases.keep = keep
+w.heartbeat.keep = keep
 store = w.store
 orig_sc = store.job_settle_and_claim
 

@@ -15,8 +15,9 @@ from tests.app.models import Effect
 from tests.consumer import worker_jobs
 from tests.consumer.worker_jobs import numbers
 from ultimate_jobs import NO_TENANT, JobsError, consumer, ops, registered_tasks
-from ultimate_jobs.declaration import _unregister, get_job_handle
 from ultimate_jobs.models import Job
+from ultimate_jobs.registry import get_job_handle
+from ultimate_jobs.registry import unregister as _unregister
 from ultimate_jobs.schedule.declarations import _unregister as _unregister_task
 from ultimate_jobs.testing import run_job
 

@@ -12,8 +12,8 @@ from django.core.management.base import CommandError
 from tests.app.models import Post
 from tests.cli import run_command
 from ultimate_jobs import Worker
-from ultimate_jobs.declaration import _unregister
 from ultimate_jobs.models import BackfillRun, Job
+from ultimate_jobs.registry import unregister as _unregister
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

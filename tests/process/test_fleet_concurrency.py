@@ -1,4 +1,4 @@
-"""Fleet concurrency across real worker processes: ``JobLease`` slots hold the cap between
+"""Fleet concurrency across real worker processes: ``FleetSlot`` slots hold the cap between
 processes, not only within one.
 
 - ``concurrency=1``: twelve runs spread over two workers never overlap in time.
@@ -17,7 +17,7 @@ from tests.app.models import Effect
 from tests.process.conftest import Start, job_states, log_text, wait_until
 from ultimate_jobs import ops
 from ultimate_jobs.models import Job
-from ultimate_jobs.models.leases import JobLease
+from ultimate_jobs.models.slots import FleetSlot
 
 pytestmark = pytest.mark.process
 
@@ -45,7 +45,7 @@ def test_a_concurrency_1_job_never_overlaps_across_two_workers(started_worker: S
     rows = list(Job.objects.filter(id__in=ids).values_list("attempt", "last_error", "error_code"))
     assert set(rows) == {(1, None, None)}, rows
     # The slot rows are handed back when each body returns.
-    assert not JobLease.objects.filter(lease_key="tests.fleet.serial").exists()
+    assert not FleetSlot.objects.filter(concurrency_key="tests.fleet.serial").exists()
 
 
 def test_a_busy_key_fails_the_run_another_worker_claimed_without_running_it(started_worker: Start) -> None:

@@ -111,3 +111,32 @@ def test_a_routed_job_is_found_by_its_id_prefix_and_its_page_lists_its_earlier_r
     assert str(again.id) in ops.matching_job_ids(str(again.id)[:30])
     page = admin_client.get(f"/admin/ultimate_jobs/job/{again.id}/change/").content.decode()
     assert f"/admin/ultimate_jobs/job/{first.id}/change/" in page  # the earlier run, read on its database
+
+
+def test_the_overview_and_jobs_stats_include_the_routed_queue(routed) -> None:
+    import json
+
+    from tests.cli import run_command
+    from ultimate_jobs import Worker
+
+    _plant(routed_n=3, home_n=2)
+    dead = str(noop.using(queue="emails").enqueue(key="mail-dead").id)
+    raw(ROUTED, "UPDATE ultimate_jobs_job SET state = 'dead', finished_at = now(), error_code = 'X_PLANTED' "
+                "WHERE id = %s", (dead,))
+    for i in range(2):
+        noop.using(queue="emails").enqueue(key=f"settled-{i}")
+    Worker(queues=["emails"], burst=True, concurrency=2).run(install_signals=False)  # 5 done: 3 planted + 2
+
+    view = ops.overview()
+    queues = {q["queue"]: q for q in view["queues"]}
+    assert (queues["emails"]["depth"], queues["default"]["depth"]) == (0, 2)
+    assert sum(queues["emails"]["hour"]["done"]) == 5
+    assert [(d["id"], d["error_code"]) for d in view["dead_last_day"]] == [(dead, "X_PLANTED")]
+    assert view["dead_last_day_count"] == 1
+
+    code, out, _ = run_command("jobs", "stats", "--json")
+    assert code == 0
+    stats = json.loads(out)
+    overview_queues = {q["queue"]: q for q in stats["overview"]["queues"]}
+    assert sum(overview_queues["emails"]["hour"]["done"]) == 5
+    assert {q["queue"] for q in stats["queues"]} >= {"emails", "default"}

@@ -14,10 +14,10 @@ import pytest
 
 from tests.app.models import Document, Post
 from ultimate_jobs import NO_TENANT, Retry, backfill, ops, pending_backfills, registered_backfills
-from ultimate_jobs.declaration import _unregister
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.factories.backfill.status import enqueue_backfill, gate_backfill
 from ultimate_jobs.models import BackfillRun, Job, JobStep
+from ultimate_jobs.registry import unregister as _unregister
 from ultimate_jobs.testing import run_job
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ from tests.conftest import wait_for
 from ultimate_jobs import NO_TENANT, JobsError, Retry, Settled, Worker, ops
 from ultimate_jobs.db import store_for
 from ultimate_jobs.models import Job, JobStep
-from ultimate_jobs.runtime.settled import outcome_of
+from ultimate_jobs.runtime.on_settled import outcome_of
 from ultimate_jobs.testing import run_job
 
 pytestmark = pytest.mark.django_db(transaction=True)

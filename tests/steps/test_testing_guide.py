@@ -10,7 +10,7 @@ import pytest
 
 from tests.app.models import Effect
 from ultimate_jobs import Retry, job
-from ultimate_jobs.declaration import _unregister
+from ultimate_jobs.registry import unregister as _unregister
 from ultimate_jobs.testing import assert_enqueued, assert_not_enqueued, record_effect
 
 pytestmark = pytest.mark.django_db

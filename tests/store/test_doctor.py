@@ -17,7 +17,7 @@ from django.db import connection
 from tests.factories import JobFactory
 from tests.scheduling import set_watermark, utc
 from ultimate_jobs import Scheduler, ops
-from ultimate_jobs.models import Job, JobLease, OutboxEntry
+from ultimate_jobs.models import FleetSlot, Job, OutboxEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # The module, not the function ops re-exports under the same name.
@@ -106,8 +106,8 @@ def test_concurrency_slots_names_the_job_holding_a_slot_it_no_longer_runs(frozen
     done = JobFactory(done=True)
     running = JobFactory(running=True)
     later = frozen_clock.now() + timedelta(minutes=1)
-    JobLease.objects.create(lease_key="tenant:acme", slot=0, holder="w1", job_id=done.id, expires_at=later)
-    JobLease.objects.create(lease_key="tenant:acme", slot=1, holder="w1", job_id=running.id, expires_at=later)
+    FleetSlot.objects.create(concurrency_key="tenant:acme", slot=0, holder="w1", job_id=done.id, expires_at=later)
+    FleetSlot.objects.create(concurrency_key="tenant:acme", slot=1, holder="w1", job_id=running.id, expires_at=later)
     found = checks()["concurrency-slots"]
     assert (found["status"], found["ids"]) == ("failed", [str(done.id)])
 

@@ -1,4 +1,4 @@
-"""Fleet-wide concurrency: JobLease slots, busy keys, leftover and expired slots, lost slots."""
+"""Fleet-wide concurrency: FleetSlot slots, busy keys, leftover and expired slots, lost slots."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from ultimate_jobs import NO_TENANT, Concurrency, Worker, ops
-from ultimate_jobs.models import Job, JobLease
+from ultimate_jobs.models import FleetSlot, Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,7 +22,7 @@ def _wait_for_slot(run) -> None:
 
 
 def _finish(worker: Worker) -> None:
-    for run in list(worker.runs.values()):
+    for run in list(worker.attempts.values()):
         run.finished.wait(10)
     worker.holdings.collect()
     worker.settler.settle()
@@ -45,7 +45,7 @@ def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) 
     assert run1.id == first.id
     _wait_for_slot(run1)  # the slot is taken on the body's thread; "b" must come after it
     w2.run_once()
-    assert w2.runs[second.id].finished.wait(10)
+    assert w2.attempts[second.id].finished.wait(10)
     w2.holdings.collect()
     w2.settler.settle()
     row = Job.objects.get(id=second.id)
@@ -55,7 +55,7 @@ def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) 
     _finish(w1)
     _finish(w2)
     assert sorted(ran) == ["a", "c"]  # another key was not held back; "b" waited its turn
-    assert not JobLease.objects.exists()  # slots are handed back when bodies return
+    assert not FleetSlot.objects.exists()  # slots are handed back when bodies return
 
 
 def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:
@@ -88,7 +88,7 @@ def test_a_runs_own_leftover_slot_never_fails_it(declare) -> None:
         return "ran"
 
     r = solo.enqueue(ref="x")
-    JobLease.objects.create(lease_key=solo.name, slot=0, holder="killed-worker", job_id=r.id,
+    FleetSlot.objects.create(concurrency_key=solo.name, slot=0, holder="killed-worker", job_id=r.id,
                             expires_at=Job.objects.get(id=r.id).created_at + timedelta(hours=1))
     Worker(queues=["default"], burst=True).run(install_signals=False)
     assert ops.get_job(r.id)["result"] == "ran"
@@ -100,7 +100,7 @@ def test_an_expired_slot_of_a_dead_worker_is_taken_over(declare, frozen_clock) -
         return "ran"
 
     r = solo2.enqueue(ref="y")
-    JobLease.objects.create(lease_key=solo2.name, slot=0, holder="dead-worker",
+    FleetSlot.objects.create(concurrency_key=solo2.name, slot=0, holder="dead-worker",
                             job_id="01234567-89ab-7def-8123-456789abcdef",
                             expires_at=frozen_clock.now() - timedelta(seconds=1))
     Worker(queues=["default"], burst=True).run(install_signals=False)
@@ -123,8 +123,8 @@ def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen
             break
         release.wait(0.05)
     assert run.slot == (long.name, 0)
-    JobLease.objects.filter(lease_key=long.name).update(holder="thief")
-    worker.leases.heartbeat()
+    FleetSlot.objects.filter(concurrency_key=long.name).update(holder="thief")
+    worker.heartbeat.beat()
     assert run.token.reason == "X_JOB_SLOT_LOST"
     release.set()
     _finish(worker)

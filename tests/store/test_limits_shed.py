@@ -27,11 +27,11 @@ def test_one_run_per_tenant_in_flight_and_the_excess_is_shed_uncounted(declare) 
     assert sorted(run.claimed.tenant_id for run in started) == ["acme", "globex"]
     assert worker.stats["shed"] == 1  # a2 came in the same batch as a1
     worker.run_once()  # settles any shed claim; acme is blocked in the claim itself now
-    assert sorted(r.claimed.tenant_id for r in worker.runs.values()) == ["acme", "globex"]
+    assert sorted(r.claimed.tenant_id for r in worker.attempts.values()) == ["acme", "globex"]
     waiting = Job.objects.filter(state="ready").get()
     assert (waiting.attempt, waiting.last_error) == (0, None)
     gate.set()
-    for run in list(worker.runs.values()):
+    for run in list(worker.attempts.values()):
         run.finished.wait(10)
     worker.burst = True
     worker.run(install_signals=False)

@@ -96,10 +96,10 @@ def test_cancelling_a_running_job_stops_it_at_the_next_heartbeat(declare) -> Non
     worker = Worker(queues=["default"])
     worker.run_once()
     ops.cancel_job(r.id)
-    worker.leases.heartbeat()
+    worker.heartbeat.beat()
     assert release.wait(5)
-    assert worker.runs[r.id].token.reason == "X_JOB_LEASE_LOST"
-    worker.runs[r.id].finished.wait(5)
+    assert worker.attempts[r.id].token.reason == "X_JOB_LEASE_LOST"
+    worker.attempts[r.id].finished.wait(5)
     worker.holdings.collect()
     worker.settler.settle()
     assert Job.objects.get(id=r.id).state == "cancelled"  # the fenced settle never un-cancels it
@@ -244,7 +244,7 @@ def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:
         worker.worker_id, ["default", "other"], 3, 0)
     frozen_clock.advance(timedelta(seconds=31))  # one visibility timeout without a beat: gone
     assert ops.workers() == []
-    worker.leases.heartbeat()
+    worker.heartbeat.beat()
     assert [w["id"] for w in ops.workers()] == [worker.worker_id]
     worker.presence.leave()
     assert not WorkerHeartbeat.objects.exists()
@@ -266,7 +266,7 @@ def test_a_lost_lease_is_counted_but_an_operator_cancel_is_not(frozen_clock, dec
     worker.run_once()
     Job.objects.filter(id=reclaimed.id).update(claim="01234567-89ab-7def-8123-456789abcdef")
     ops.cancel_job(cancelled.id)
-    worker.leases.heartbeat()
+    worker.heartbeat.beat()
     release.set()
     assert ops.counters("tests.held")["totals"] == {"cancelled": 1, "lease-lost": 1}
     assert {(t["outcome"], t["count"]) for t in ops.counter_totals()} >= {("lease-lost", 1)}

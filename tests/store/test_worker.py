@@ -224,10 +224,10 @@ def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, de
     worker.run_once()
     frozen_clock.advance(timedelta(seconds=20))
     Job.objects.filter(id=lost.id).update(state="cancelled")
-    worker.leases.heartbeat()
+    worker.heartbeat.beat()
     assert Job.objects.get(id=kept.id).visible_at == frozen_clock.now() + timedelta(seconds=30)
-    assert worker.runs[lost.id].token.reason == "X_JOB_LEASE_LOST"
-    assert not worker.runs[kept.id].token.is_set()
+    assert worker.attempts[lost.id].token.reason == "X_JOB_LEASE_LOST"
+    assert not worker.attempts[kept.id].token.is_set()
     release.set()
     _settle(worker)
     assert ops.get_job(kept.id)["result"] == "ok"
@@ -235,7 +235,7 @@ def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, de
 
 
 def _settle(worker: Worker) -> None:
-    for run in list(worker.runs.values()):
+    for run in list(worker.attempts.values()):
         run.finished.wait(10)
     worker.holdings.collect()
     worker.settler.settle()
@@ -271,7 +271,7 @@ def test_with_worker_drains_what_it_holds_on_exit_and_stops_its_threads(declare)
     with Worker(queues=["default"], drain_timeout=10) as worker:
         assert set(threading.enumerate()) <= before and worker.state == "idle"  # entering starts nothing
         assert {run.id for run in worker.run_once()} == {interrupted.id, done.id}
-    assert worker.state == "stopped" and not worker.runs
+    assert worker.state == "stopped" and not worker.attempts
     assert worker.stats["settled"] == 2  # both settled at exit: the drained body returned normally
     assert Job.objects.get(id=interrupted.id).state == "done"
     assert Job.objects.get(id=done.id).state == "done"

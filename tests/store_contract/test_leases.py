@@ -6,28 +6,28 @@ from tests.store_contract import covers
 from tests.store_contract.plant import NOW, later
 from ultimate_jobs.db.store import LeaderLease, Store
 from ultimate_jobs.ids import uuid7
-from ultimate_jobs.models import JobLease
+from ultimate_jobs.models import FleetSlot
 
 
-@covers("lease_acquire", "lease_renew", "lease_release")
+@covers("slot_acquire", "slot_renew", "slot_release")
 def test_slots_are_taken_renewed_while_held_and_taken_over_once_expired(store: Store) -> None:
     a, b, c = uuid7(), uuid7(), uuid7()
 
     def acquire(job_id, now=NOW):  # type: ignore[no-untyped-def]
-        return store.lease_acquire(key="k", limit=2, job_id=job_id, holder="h1", ttl=30, now=now)
+        return store.slot_acquire(key="k", limit=2, job_id=job_id, holder="h1", ttl=30, now=now)
 
     assert (acquire(a), acquire(b), acquire(c)) == (0, 1, None)
     assert acquire(a) == 0  # a run's own leftover slot is its own
-    assert store.lease_renew(held=[("k", 0, a), ("k", 1, b)], holder="h1", ttl=30, now=later(20)) == {a, b}
-    assert store.lease_renew(held=[("k", 0, a)], holder="h2", ttl=30, now=later(20)) == set()
+    assert store.slot_renew(held=[("k", 0, a), ("k", 1, b)], holder="h1", ttl=30, now=later(20)) == {a, b}
+    assert store.slot_renew(held=[("k", 0, a)], holder="h2", ttl=30, now=later(20)) == set()
     assert acquire(c, now=later(40)) is None  # renewed until later(50)
-    assert store.lease_renew(held=[("k", 1, b)], holder="h1", ttl=30, now=later(51)) == set()  # expired: lost
+    assert store.slot_renew(held=[("k", 1, b)], holder="h1", ttl=30, now=later(51)) == set()  # expired: lost
     assert acquire(c, now=later(51)) == 0  # expired slots go to the next job
 
-    store.lease_release(key="k", slot=0, job_id=c, holder="h-other")  # not its slot: untouched
-    assert JobLease.objects.using(store.alias).filter(lease_key="k", slot=0, job_id=c).exists()
-    store.lease_release(key="k", slot=0, job_id=c, holder="h1")
-    assert not JobLease.objects.using(store.alias).filter(lease_key="k", slot=0).exists()
+    store.slot_release(key="k", slot=0, job_id=c, holder="h-other")  # not its slot: untouched
+    assert FleetSlot.objects.using(store.alias).filter(concurrency_key="k", slot=0, job_id=c).exists()
+    store.slot_release(key="k", slot=0, job_id=c, holder="h1")
+    assert not FleetSlot.objects.using(store.alias).filter(concurrency_key="k", slot=0).exists()
 
 
 @covers("leader_attempt_elect", "leader_resign")

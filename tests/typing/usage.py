@@ -25,7 +25,7 @@ reveal_type(send_receipt.enqueue(order_id=42, shop_id="acme"))
 reveal_type(send_receipt.using(delay="10m").enqueue(order_id=43, shop_id="acme"))
 # expect: Revealed type is "list[ultimate_jobs.enqueue.EnqueueResult]"
 reveal_type(send_receipt.enqueue_many([{"order_id": 1, "shop_id": "acme"}]))
-# expect: Revealed type is "ultimate_jobs.declaration.JobHandle[[*, a: int, b: int], int]"
+# expect: Revealed type is "ultimate_jobs.handle.JobHandle[[*, a: int, b: int], int]"
 reveal_type(add)
 # expect: Revealed type is "list[TypedDict(ultimate_jobs.ops.types.JobStepInfo
 reveal_type(ops.get_job("0190f0a4-7c9b-7c1e-8e6f-5a1b2c3d4e5f")["steps"])

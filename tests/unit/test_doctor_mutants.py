@@ -12,7 +12,7 @@ import pytest
 from tests.factories import JobFactory
 from tests.scheduling import set_watermark, utc
 from ultimate_jobs import ops
-from ultimate_jobs.models import Job, JobLease, OutboxEntry, WorkerHeartbeat
+from ultimate_jobs.models import FleetSlot, Job, OutboxEntry, WorkerHeartbeat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 doctor_module = importlib.import_module("ultimate_jobs.ops.doctor")
@@ -87,8 +87,9 @@ def test_attempts_in_bounds_at_its_edges(frozen_at) -> None:
 def test_concurrency_slots_ignores_an_expired_slot_and_says_how_many(frozen_at) -> None:
     frozen_at(T0)
     done, finished = JobFactory(done=True), JobFactory(done=True)
-    JobLease.objects.create(lease_key="k", slot=0, holder="w", job_id=done.id, expires_at=T0 + timedelta(seconds=1))
-    JobLease.objects.create(lease_key="k", slot=1, holder="w", job_id=finished.id, expires_at=T0)  # expired now
+    FleetSlot.objects.create(concurrency_key="k", slot=0, holder="w", job_id=done.id,
+                             expires_at=T0 + timedelta(seconds=1))
+    FleetSlot.objects.create(concurrency_key="k", slot=1, holder="w", job_id=finished.id, expires_at=T0)  # expired now
     found = check("concurrency-slots")
     assert found["ids"] == [str(done.id)]
     assert found["detail"] == "1 unexpired slot(s) held for jobs that are not running."

@@ -17,7 +17,7 @@ DOCUMENTED = {
     "ultimate_jobs.purges": ("ultimate_jobs.factories.purge", ["cancelled", "purge"]),
     "ultimate_jobs.retention": ("ultimate_jobs.factories.retention", ["purge_retention", "FinishedJobs",
                                                                       "StoredEvents"]),
-    "ultimate_jobs.tasks_ops": ("ultimate_jobs.ops.tasks", ["pause_task", "resume_task", "task_fires"]),
+    "ultimate_jobs.tasks_ops": ("ultimate_jobs.ops.schedule", ["pause_task", "resume_task", "task_fires"]),
 }
 
 # paths that never moved, shown in docs/ and the README

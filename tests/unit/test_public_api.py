@@ -35,3 +35,18 @@ def test_a_uuid7_is_the_uuid_its_text_parses_to() -> None:
     assert made.is_safe is uuid.SafeUUID.unknown and repr(made) == f"UUID('{parsed}')"
     assert pickle.loads(pickle.dumps(made)) == parsed and copy.deepcopy(made) == parsed
     assert {made: "planted"}[parsed] == "planted"
+
+
+def test_every_ops_name_is_its_defining_modules_own_object() -> None:
+    # Routing is applied where each function is defined, so the façade re-exports and never
+    # rebinds: ops.get_job is ultimate_jobs.ops.jobs.get_job, whichever path a caller imports.
+    import importlib
+
+    from ultimate_jobs import ops
+
+    functions = [name for name in ops.__all__
+                 if callable(getattr(ops, name)) and not isinstance(getattr(ops, name), type)]
+    assert "get_job" in functions and "queue_stats" in functions
+    for name in functions:
+        value = getattr(ops, name)
+        assert getattr(importlib.import_module(value.__module__), name) is value, name

@@ -11,7 +11,7 @@ import pytest
 from tests.process.conftest import started_worker  # noqa: F401  (the fixture)
 from tests.webhooks.server import Receiver, receiver  # noqa: F401  (the fixture)
 from ultimate_jobs import NO_TENANT, Retry, webhook
-from ultimate_jobs.declaration import _unregister
+from ultimate_jobs.registry import unregister as _unregister
 from ultimate_jobs.webhooks import ModelLedger
 
 SECRET = "whsec-test-0123456789"

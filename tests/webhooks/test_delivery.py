@@ -194,7 +194,7 @@ def test_declaration_refusals() -> None:
         with pytest.raises(JobsError) as err:
             webhook(**{**good, **bad})
         assert err.value.code == code
-    from ultimate_jobs.declaration import get_job_handle
+    from ultimate_jobs.registry import get_job_handle
 
     assert get_job_handle("tests.webhooks.refused") is None  # nothing declared
 

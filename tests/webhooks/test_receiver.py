@@ -14,8 +14,8 @@ from django.db import OperationalError
 from django.test import Client
 
 from ultimate_jobs import NO_TENANT, JobsError, ops, verify_webhook_signature, webhook_receiver
-from ultimate_jobs.declaration import _unregister
 from ultimate_jobs.models import Job, OutboxEntry
+from ultimate_jobs.registry import unregister as _unregister
 from ultimate_jobs.testing import drain
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -176,6 +176,6 @@ def test_declaration_refusals() -> None:
         with pytest.raises(JobsError) as err:
             webhook_receiver(**{**good, **bad})
         assert err.value.code == "X_WEBHOOK_RECEIVER_INVALID", bad
-    from ultimate_jobs.declaration import get_job_handle
+    from ultimate_jobs.registry import get_job_handle
 
     assert get_job_handle("tests.webhooks.bad") is None

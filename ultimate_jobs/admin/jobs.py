@@ -33,11 +33,11 @@ from ultimate_jobs.admin.jobpage import job_context, offered
 from ultimate_jobs.admin.scope import tenant_scope
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db.routing import alias_for_queue, is_routed
-from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import JobsError
 from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix
 from ultimate_jobs.redact import preview_json, redact_text
+from ultimate_jobs.registry import get_job_handle, registered_jobs
 
 PREVIEW_CHARS = 1000
 # The URL lookups the changelist itself makes: its filters, the tenant links, the date drill-down.

@@ -315,7 +315,7 @@ class Store(Protocol):
 
     # -- fleet concurrency slots (``concurrency=`` keys) ---------------------------------------------
 
-    def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
+    def slot_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
                       now: datetime | None) -> int | None:
         """Take a free slot (0 to ``limit - 1``) of ``key`` for ``job_id`` until ``now + ttl``;
         answer the slot, or None when all ``limit`` are held. Free: no row, an expired row (its
@@ -323,14 +323,14 @@ class Store(Protocol):
         slot, one wins (the primary key decides); PostgreSQL tries up to three slots.
         """
 
-    def lease_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
+    def slot_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
                     now: datetime | None) -> set[UUID]:
         """Extend each held ``(key, slot, job_id)`` to ``now + ttl``; answer the job ids renewed.
         Fenced on holder, job and a lease not yet expired: a job absent from the answer lost its
         slot (expired, maybe taken), and the worker cancels it (``X_JOB_SLOT_LOST``).
         """
 
-    def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
+    def slot_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
         """Hand one slot back. Fenced on holder and job: a slot taken over after it expired is not
         touched."""
 

@@ -68,11 +68,14 @@ from django.db import connections, transaction
 from django.db.models import F
 
 from ultimate_jobs import clock
+from ultimate_jobs.concurrency import Concurrency
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, Concurrency, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_CONSUMER_INVALID, X_CONSUMER_SELF_ENQUEUE, Terminal
 from ultimate_jobs.errors import JobsError as _JobsError
+from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.models import ConsumerState
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.schedule.declarations import task

@@ -51,7 +51,7 @@ from django.core.files.base import ContentFile
 from django.db.models import CompositePrimaryKey, QuerySet
 
 from ultimate_jobs import jsoncodec
-from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import (
     X_EXPORT_SOURCE_INVALID,
     X_INVARIANT,
@@ -60,6 +60,7 @@ from ultimate_jobs.errors import (
     JobsError,
     Terminal,
 )
+from ultimate_jobs.handle import AnyJobHandle
 from ultimate_jobs.names import check_job_name
 
 __all__ = ["FORMATS", "encode_rows", "export_rows", "input_digest_key", "render_prefix", "write_object"]

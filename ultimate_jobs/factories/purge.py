@@ -52,8 +52,10 @@ from django.db.models.manager import BaseManager
 
 from ultimate_jobs import clock
 from ultimate_jobs.context import CancelToken
-from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
+from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 

@@ -42,9 +42,12 @@ from typing import Any
 from django.db import connections, models, router
 
 from ultimate_jobs.db import store_for
-from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, get_job_handle, job, registered_jobs
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_JOB_REFRESH_VIEW_INVALID, JobsError, Terminal
+from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.registry import get_job_handle, registered_jobs
 
 __all__ = ["RefreshView", "refresh_view", "registered_views", "view_problem"]
 

@@ -50,10 +50,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.db import models, router, transaction
 
 from ultimate_jobs import clock
-from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_ROLLUP_INVALID, JobsError, Terminal
 from ultimate_jobs.factories.export_rows import input_digest_key
+from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.names import check_job_name
 
 __all__ = ["BUCKETS", "bucket_start", "rollup"]

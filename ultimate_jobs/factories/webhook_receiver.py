@@ -63,7 +63,7 @@ from django.urls import path as route_pattern
 from django.views.decorators.csrf import csrf_exempt
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import (
     X_WEBHOOK_BODY_TOO_LARGE,
@@ -74,6 +74,7 @@ from ultimate_jobs.errors import (
     X_WEBHOOK_SIGNATURE_INVALID,
     JobsError,
 )
+from ultimate_jobs.handle import AnyJobHandle
 from ultimate_jobs.names import check_job_name
 
 log = logging.getLogger("ultimate_jobs")

@@ -20,7 +20,7 @@ Timestamps are ISO 8601 strings in UTC; ids are strings. Payloads, results and e
 through the redactor.
 
 Reads of jobs live in ``jobs``, writes on jobs in ``actions``, queues and workers in ``queues``,
-scheduled tasks in ``tasks``, counters in ``counters``, the health checks in ``doctor``, step
+scheduled tasks in ``schedule``, counters in ``counters``, the health checks in ``doctor``, step
 resolution in ``steps``; this package re-exports them all, so ``ultimate_jobs.ops`` is the one
 import.
 ``get_job`` also answers for an id an enqueue inside a transaction returned before the relay
@@ -44,7 +44,6 @@ is unknown is resolved by an operator, then the job is retried.
 from __future__ import annotations
 
 from ultimate_jobs.factories.backfill.status import enqueue_backfill, gate_backfill, pending_backfills
-from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.actions import (
     MAX_BULK,
     cancel_job,
@@ -69,8 +68,8 @@ from ultimate_jobs.ops.queues import (
     scheduled_tasks,
     workers,
 )
+from ultimate_jobs.ops.schedule import next_task_run, pause_task, paused_tasks, resume_task, task_fires
 from ultimate_jobs.ops.steps import resolve_step
-from ultimate_jobs.ops.tasks import next_task_run, pause_task, paused_tasks, resume_task, task_fires
 from ultimate_jobs.ops.types import (
     BackfillRunInfo,
     BulkResult,
@@ -92,22 +91,6 @@ from ultimate_jobs.ops.types import (
     TaskFire,
     WorkerInfo,
 )
-
-# QUEUE_DATABASES: the public calls follow the route (``ops.routes``).
-get_job, retry_job, cancel_job = routes.by_job(get_job), routes.by_job(retry_job), routes.by_job(cancel_job)
-promote_job, remove_job = routes.by_job(promote_job), routes.by_job(remove_job)
-resolve_step = routes.by_job(resolve_step)
-requeue_many, promote_many, remove_many = routes.bulk(requeue_many), routes.bulk(promote_many), routes.bulk(remove_many)
-pause_queue, resume_queue = routes.by_queue(pause_queue), routes.by_queue(resume_queue)
-list_jobs = routes.listing(list_jobs)
-queue_stats = routes.each_database(routes.merged_stats)(queue_stats)
-paused_queues = routes.each_database(routes.concatenated)(paused_queues)
-workers = routes.each_database(routes.concatenated)(workers)
-counters = routes.each_database(routes.summed_counters)(counters)
-counter_totals = routes.each_database(routes.summed_totals)(counter_totals)
-doctor = routes.doctor_everywhere(doctor)
-resolve_job_id = routes.first_found(resolve_job_id)
-matching_job_ids = routes.each_database(routes.concatenated)(matching_job_ids)
 
 __all__ = [
     "BackfillRunInfo", "BulkResult", "CounterBucket", "CounterTotal", "Counters", "DoctorCheck", "DoctorReport",

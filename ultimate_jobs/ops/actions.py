@@ -52,7 +52,7 @@ from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import JobStep, OutboxEntry
 from ultimate_jobs.models.jobs import LIVE_STATES, STATES, TERMINAL_STATES
 from ultimate_jobs.names import check_text
-from ultimate_jobs.ops import audit
+from ultimate_jobs.ops import audit, routes
 from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias, filter_jobs, jobs, write_now
 from ultimate_jobs.ops.types import BulkResult, JobDetail, RemovedJob
@@ -82,6 +82,7 @@ def _requeue_values() -> dict[str, Any]:
             "result": None, "stop_reason": None, "finished_at": None, "updated_at": now}
 
 
+@routes.by_job
 def retry_job(job_id: str | UUID, from_step: str | None = None, *, by: Actor = None) -> JobDetail:
     """Requeue a finished job with a fresh attempt budget; answer it as ``get_job`` does.
 
@@ -128,6 +129,7 @@ def _live_holder(row: Mapping[str, Any]) -> str:
     return str(found) if found else "?"
 
 
+@routes.by_job
 def cancel_job(job_id: str | UUID, reason: str | None = None, *, by: Actor = None) -> JobDetail:
     """Cancel a live job; answer it as ``get_job`` does.
 
@@ -164,6 +166,7 @@ def _promotable() -> Q:
     return Q(state="delayed") | Q(state="ready", run_at__gt=write_now())
 
 
+@routes.by_job
 def promote_job(job_id: str | UUID, *, by: Actor = None) -> JobDetail:
     """Make a job waiting on its ``run_at`` runnable now; answer it as ``get_job`` does.
 
@@ -186,6 +189,7 @@ def promote_job(job_id: str | UUID, *, by: Actor = None) -> JobDetail:
     return get_job(key)
 
 
+@routes.by_job
 def remove_job(job_id: str | UUID, *, by: Actor = None) -> RemovedJob:
     """Delete a job that is not running, with its step records; answer ``{"id", "removed": True}``.
 
@@ -234,6 +238,7 @@ def _filtered(*, state: str | None, queue: str | None, name: str | None, tenant_
     return query
 
 
+@routes.bulk
 def requeue_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
                  tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None,
                  by: Actor = None, dry_run: bool = False) -> BulkResult:
@@ -286,6 +291,7 @@ def requeue_many(*, state: str | None = None, queue: str | None = None, name: st
     return BulkResult(affected=affected, remaining=remaining)
 
 
+@routes.bulk
 def promote_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
                  tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None,
                  by: Actor = None, dry_run: bool = False) -> BulkResult:
@@ -312,6 +318,7 @@ def promote_many(*, state: str | None = None, queue: str | None = None, name: st
     return BulkResult(affected=affected, remaining=remaining)
 
 
+@routes.bulk
 def remove_many(*, state: str | None = None, queue: str | None = None, name: str | None = None,
                 tenant_id: str | None = None, ids: Iterable[str | UUID] | None = None,
                 by: Actor = None, dry_run: bool = False) -> BulkResult:

@@ -28,6 +28,7 @@ from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import iso
 from ultimate_jobs.models import JobCounter
 from ultimate_jobs.models.operations import ALL_TIME, COUNTER_TIERS
+from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.rows import alias
 from ultimate_jobs.ops.types import CounterBucket, Counters, CounterTotal
 from ultimate_jobs.runtime.housekeeping import floor_bucket
@@ -39,6 +40,7 @@ def _rows() -> QuerySet[JobCounter]:
     return JobCounter.objects.using(alias())
 
 
+@routes.each_database(routes.summed_counters)
 def counters(name: str | None = None, since: datetime | None = None, *, queue: str | None = None) -> Counters:
     """Outcome counts of job ``name`` (every job when None) since ``since`` (default: 24 h ago).
 
@@ -72,6 +74,7 @@ def counters(name: str | None = None, since: datetime | None = None, *, queue: s
     return Counters(name=name, queue=queue, since=iso(start), width=width, buckets=buckets, totals=totals)
 
 
+@routes.each_database(routes.summed_totals)
 def counter_totals() -> list[CounterTotal]:
     """All-time counts per queue and outcome, by queue then outcome: ``[{"queue", "outcome",
     "count"}]`` — monotonic, what ``jobs_total`` and ``job_leases_lost_total`` export."""

@@ -10,7 +10,7 @@ not judge what it read) or ``"not-applicable"`` (nothing it checks exists, e.g. 
 - ``lease-columns``: a ``running`` row without a claim token, owner or lease expiry;
 - ``live-key-unique``: one live key held by two rows (the partial unique index forbids it);
 - ``attempts-in-bounds``: ``attempt`` below 0 or past ``max_attempts`` (+2 for compensation);
-- ``concurrency-slots``: a fleet slot (``JobLease``) held for a job that is not running;
+- ``concurrency-slots``: a fleet slot (``FleetSlot``) held for a job that is not running;
 - ``scheduler-watermarks``: a scheduled task (not paused) whose first occurrence past its
   watermark is due more than ``SCHEDULER_LAG`` seconds ago; tasks declared but never armed by a
   scheduler make it ``skipped`` (no scheduler has run), no task declared makes it not applicable;
@@ -31,10 +31,11 @@ from django.db.models.functions import Coalesce
 
 from ultimate_jobs import clock
 from ultimate_jobs.jsoncodec import iso
-from ultimate_jobs.models import JobLease, OutboxEntry, WorkerHeartbeat
+from ultimate_jobs.models import FleetSlot, OutboxEntry, WorkerHeartbeat
 from ultimate_jobs.models.jobs import LIVE_STATES
+from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.rows import alias, jobs, write_now
-from ultimate_jobs.ops.tasks import task_fires
+from ultimate_jobs.ops.schedule import task_fires
 from ultimate_jobs.ops.types import DoctorCheck, DoctorReport
 
 MAX_IDS = 100
@@ -95,7 +96,7 @@ def attempts_in_bounds() -> DoctorCheck:
 
 
 def concurrency_slots() -> DoctorCheck:
-    held = JobLease.objects.using(alias()).filter(expires_at__gt=write_now()).values_list("job_id", flat=True)
+    held = FleetSlot.objects.using(alias()).filter(expires_at__gt=write_now()).values_list("job_id", flat=True)
     running = {str(i) for i in jobs().filter(state="running").values_list("id", flat=True)}
     ids = [job_id for job_id in held if str(job_id) not in running]
     return _result("concurrency-slots", ids, f"{len(ids)} unexpired slot(s) held for jobs that are not running.")
@@ -135,6 +136,7 @@ CHECKS: tuple[Callable[[], DoctorCheck], ...] = (
 )
 
 
+@routes.doctor_everywhere
 def doctor() -> DoctorReport:
     """Run every check; answer ``{"ok", "checked_at", "checks": [...]}`` (``ok`` false when any
     check found offending rows, whose ids it lists, or was skipped)."""

@@ -14,7 +14,6 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
-from ultimate_jobs.declaration import get_job_handle
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_NOT_FOUND, JobsError
 from ultimate_jobs.factories.consumer import status as consumer_status
 from ultimate_jobs.factories.webhook.declaration import get_webhook
@@ -22,6 +21,7 @@ from ultimate_jobs.factories.webhook.ledger import deliveries_of
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.jsoncodec import iso as _iso
 from ultimate_jobs.models import BackfillRun, Job, JobStep, OutboxEntry
+from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.queues import ledger_row
 from ultimate_jobs.ops.rows import LIST_FIELDS as _LIST_FIELDS
 from ultimate_jobs.ops.rows import ROW_FIELDS as _ROW_FIELDS
@@ -31,6 +31,7 @@ from ultimate_jobs.ops.rows import jobs as _jobs
 from ultimate_jobs.ops.rows import shape as _shape
 from ultimate_jobs.ops.types import AttemptInfo, BackfillRunInfo, JobDetail, JobPage, JobStepInfo, JobSummary
 from ultimate_jobs.redact import redact, redact_text
+from ultimate_jobs.registry import get_job_handle
 
 MAX_PAGE = 200
 _STAGED_FIELDS = (
@@ -39,6 +40,7 @@ _STAGED_FIELDS = (
 )
 
 
+@routes.by_job
 def get_job(job_id: str | UUID, *, tenant_id: str | None = None) -> JobDetail:
     """One job with its step trace; raise ``X_JOB_NOT_FOUND`` when no such job exists.
 
@@ -121,6 +123,7 @@ def _staged(entry: Mapping[str, Any]) -> JobDetail:
     return cast(JobDetail, job)
 
 
+@routes.listing
 def list_jobs(*, queue: str | None = None, name: str | None = None, state: str | None = None,
               tenant_id: str | None = None, id_prefix: str | None = None, created_from: datetime | None = None,
               created_to: datetime | None = None, limit: int = 50, after: str | None = None,

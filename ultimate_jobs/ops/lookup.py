@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from ultimate_jobs.errors import X_ID_AMBIGUOUS, X_ID_INVALID, X_JOB_NOT_FOUND, JobsError
+from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.rows import id_prefix_range, jobs
 
 SHOWN = 10
@@ -35,6 +36,7 @@ def short_form(job_id: str) -> str:
     return f"{text[:8]}\u2026{text[-4:]}"
 
 
+@routes.each_database(routes.concatenated)
 def matching_job_ids(text: str, *, limit: int = SHOWN + 1) -> list[str]:
     """Ids of the jobs ``text`` names (a whole id, a prefix or a short form), oldest first."""
     typed = text.strip().lower()
@@ -53,6 +55,7 @@ def matching_job_ids(text: str, *, limit: int = SHOWN + 1) -> list[str]:
     return hits
 
 
+@routes.first_found
 def resolve_job_id(text: str) -> str:
     """The one job id ``text`` names; raise ``X_JOB_NOT_FOUND`` or ``X_ID_AMBIGUOUS`` otherwise."""
     if not isinstance(text, str) or not text.strip():

@@ -36,14 +36,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.counters import counter_totals
 from ultimate_jobs.ops.queues import queue_stats, workers
-
-# QUEUE_DATABASES: the gauges and counters of every jobs database (``ops.routes``).
-queue_stats = routes.each_database(routes.merged_stats)(queue_stats)
-workers = routes.each_database(routes.concatenated)(workers)
-counter_totals = routes.each_database(routes.summed_totals)(counter_totals)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -12,6 +12,9 @@ Usage::
     view = ops.overview()
     view["queues"][0]["hour"]["done"]      # 60 counts, oldest minute first
     ops.overview(tenant_id="acme")         # one tenant: its dead jobs only (counters are fleet-wide)
+
+Under ``QUEUE_DATABASES`` every number covers every jobs database: the queue stats, workers and
+counters through their routed ``ops`` reads, the dead jobs merged newest first.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from django.db.models import Sum
 from ultimate_jobs import clock
 from ultimate_jobs.jsoncodec import iso
 from ultimate_jobs.models import JobCounter
+from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.queues import queue_stats, scheduled_tasks, workers
 from ultimate_jobs.ops.rows import alias, jobs
 from ultimate_jobs.ops.types import QueueStats, ScheduledTask, WorkerInfo
@@ -76,6 +80,29 @@ class Overview(TypedDict):
     dead_last_day_count: int
 
 
+def _merged_series(answers: list[dict[str, dict[str, Series]]]) -> dict[str, dict[str, Series]]:
+    """Every database's series summed per queue, window and bucket (a queue routed later has
+    counts on both)."""
+    merged = answers[0]
+    for answer in answers[1:]:
+        for queue, windows in answer.items():
+            seen = merged.setdefault(queue, windows)
+            if seen is windows:
+                continue
+            for name, series in windows.items():
+                for kind in ("done", "failed"):
+                    seen[name][kind] = [a + b for a, b in zip(seen[name][kind], series[kind], strict=True)]
+    return merged
+
+
+def _merged_dead(answers: list[tuple[list[DeadJob], int]]) -> tuple[list[DeadJob], int]:
+    """Every database's dead jobs, newest first, and their counts summed."""
+    rows = sorted((job for dead, _ in answers for job in dead), key=lambda job: job["finished_at"] or "",
+                  reverse=True)
+    return rows[:DEAD_SHOWN], sum(count for _, count in answers)
+
+
+@routes.each_database(_merged_series)
 def _series(now: datetime) -> dict[str, dict[str, Series]]:
     """Per queue and window, done and failed counts per bucket, from the minute counters (the
     last 24 h are all minute buckets; ``ops.counters`` documents the tiers). One query."""
@@ -102,6 +129,7 @@ def _empty(starts: dict[str, datetime]) -> dict[str, Series]:
             for name, (width, count) in WINDOWS.items()}
 
 
+@routes.each_database(_merged_dead)
 def _dead(now: datetime, tenant_id: str | None) -> tuple[list[DeadJob], int]:
     query = jobs().filter(state="dead", finished_at__gte=now - timedelta(days=1))
     if tenant_id is not None:

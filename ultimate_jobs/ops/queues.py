@@ -4,7 +4,7 @@
 statement itself, fleet-wide, within one poll; enqueues still land), ``queue_stats()`` (per
 queue, every row in exactly one bucket), ``workers()`` (live ``WorkerHeartbeat`` rows),
 ``backfill_runs()`` (the backfill ledger) and ``scheduled_tasks()`` (one row per task, read through
-``ops.tasks``).
+``ops.schedule``).
 
 Logged events: ``jobs.queue.paused``, ``jobs.queue.resumed``.
 """
@@ -20,15 +20,14 @@ from django.db.models import Count, Min, Q
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import registered_jobs
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import iso, plain
 from ultimate_jobs.models import BackfillRun, QueuePause, WorkerHeartbeat
 from ultimate_jobs.models.backfills import STATUSES
 from ultimate_jobs.names import check_queue_name
-from ultimate_jobs.ops import audit
+from ultimate_jobs.ops import audit, routes
 from ultimate_jobs.ops.rows import alias, jobs, write_now
-from ultimate_jobs.ops.tasks import next_task_run, task_fires
+from ultimate_jobs.ops.schedule import next_task_run, task_fires
 from ultimate_jobs.ops.types import (
     BackfillRunInfo,
     PausedQueue,
@@ -39,6 +38,7 @@ from ultimate_jobs.ops.types import (
     WorkerInfo,
 )
 from ultimate_jobs.redact import redact_text
+from ultimate_jobs.registry import registered_jobs
 
 if TYPE_CHECKING:
     from ultimate_jobs.ops.audit import Actor
@@ -48,6 +48,7 @@ log = logging.getLogger("ultimate_jobs")
 BUCKETS = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled")
 
 
+@routes.by_queue
 def pause_queue(queue: str, *, by: Actor = None) -> QueuePaused:
     """Stop every worker claiming from ``queue`` (within one poll); enqueues still land.
 
@@ -63,6 +64,7 @@ def pause_queue(queue: str, *, by: Actor = None) -> QueuePaused:
     return QueuePaused(queue=row["queue"], paused_at=iso(row["paused_at"]), paused_by=row["paused_by"], paused=True)
 
 
+@routes.by_queue
 def resume_queue(queue: str, *, by: Actor = None) -> QueueResumed:
     """Let workers claim from ``queue`` again; answer ``{"queue", "paused": False, "was_paused"}``."""
     check_queue_name(queue)
@@ -73,6 +75,7 @@ def resume_queue(queue: str, *, by: Actor = None) -> QueueResumed:
     return {"queue": queue, "paused": False, "was_paused": bool(deleted)}
 
 
+@routes.each_database(routes.concatenated)
 def paused_queues() -> list[PausedQueue]:
     """Every paused queue, by name: ``[{"queue", "paused_at", "paused_by"}]``."""
     rows = QueuePause.objects.using(alias()).order_by("queue").values("queue", "paused_at", "paused_by")
@@ -80,6 +83,7 @@ def paused_queues() -> list[PausedQueue]:
             for row in rows]
 
 
+@routes.each_database(routes.merged_stats)
 def queue_stats() -> list[QueueStats]:
     """Per queue, sorted by name: a count per bucket and the oldest ready job's age.
 
@@ -123,6 +127,7 @@ def _empty(queue: str) -> dict[str, Any]:
             "oldest_ready_age": None, "paused": False}
 
 
+@routes.each_database(routes.concatenated)
 def workers() -> list[WorkerInfo]:
     """Live workers (a row expires one visibility timeout after its last heartbeat), by id:
     ``[{"id", "host", "pid", "queues", "slots", "in_flight", "in_flight_count", "started_at",

@@ -1,7 +1,8 @@
 """Internal: the operator API over every jobs database (``QUEUE_DATABASES``).
 
-Each ``ops`` function reads and writes the alias ``rows.alias()`` answers; the façade
-(``ultimate_jobs.ops``) wraps the public ones here, so they follow the route:
+Each ``ops`` function reads and writes the alias ``rows.alias()`` answers; the public ones are
+decorated where they are defined with one of the wrappers here, so they follow the route
+wherever they are imported from:
 
 - a call about one job (``get_job``, ``retry_job``, ``cancel_job``, ...) runs on the database
   holding that job id (``DATABASE`` first, then each routed alias); ``resolve_job_id`` (a prefix
@@ -14,7 +15,9 @@ Each ``ops`` function reads and writes the alias ``rows.alias()`` answers; the f
   Prometheus metrics) answer every database's rows together;
   ``doctor`` runs its checks on each database (a routed alias's checks are named ``<check>@<alias>``).
 
-With no route configured every wrapper calls straight through.
+With no route configured every wrapper calls straight through, and so does a wrapped call made
+inside another one (``rows.pinned()``: ``retry_job`` answering ``get_job``, ``queue_stats``
+reading ``paused_queues``), which already runs on the database its caller chose.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ultimate_jobs.db.routing import alias_for_queue, aliases
 from ultimate_jobs.errors import X_JOB_NOT_FOUND, JobsError
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import Job, OutboxEntry
-from ultimate_jobs.ops.rows import on_database
+from ultimate_jobs.ops.rows import on_database, pinned
 from ultimate_jobs.ops.types import (
     BulkResult,
     CounterBucket,
@@ -46,7 +49,8 @@ _SUMMED = ("ready", "delayed", "running", "suspended", "done", "failed", "dead",
 
 
 def _routed() -> bool:
-    return bool(get_settings().QUEUE_DATABASES)
+    """Whether a wrapped call chooses its database: a route is configured and no caller chose one."""
+    return bool(get_settings().QUEUE_DATABASES) and not pinned()
 
 
 def job_alias(job_id: str | UUID) -> str:
@@ -127,8 +131,10 @@ def listing(fn: F) -> F:
     @functools.wraps(fn)
     def routed(**kwargs: Any) -> JobPage:
         queue = kwargs.get("queue")
-        if not _routed() or isinstance(queue, str):
-            with on_database(alias_for_queue(queue) if isinstance(queue, str) else get_settings().DATABASE):
+        if not _routed():
+            return cast(JobPage, fn(**kwargs))
+        if isinstance(queue, str):
+            with on_database(alias_for_queue(queue)):
                 return cast(JobPage, fn(**kwargs))
         pages = []
         for alias in aliases():
@@ -220,11 +226,10 @@ def doctor_everywhere(fn: Callable[[], DoctorReport]) -> Callable[[], DoctorRepo
     scheduler's check runs once (its rows live on ``DATABASE``)."""
     @functools.wraps(fn)
     def routed() -> DoctorReport:
-        home = get_settings().DATABASE
-        with on_database(home):
-            report = fn()
         if not _routed():
-            return report
+            return fn()
+        with on_database(get_settings().DATABASE):
+            report = fn()
         for alias in aliases()[1:]:
             with on_database(alias):
                 other = fn()

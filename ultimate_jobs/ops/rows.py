@@ -21,12 +21,12 @@ from django.db.models.functions import Now
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import get_job_handle
 from ultimate_jobs.errors import X_ID_INVALID, X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import plain
 from ultimate_jobs.models import Job
 from ultimate_jobs.models.jobs import STATES
 from ultimate_jobs.redact import redact, redact_text
+from ultimate_jobs.registry import get_job_handle
 
 _HEX_PREFIX = re.compile(r"^[0-9a-f-]{1,36}\Z")  # \Z: $ would pass a trailing newline
 
@@ -45,6 +45,12 @@ def alias() -> str:
     """The database ops reads and writes: ``DATABASE``, or the one ``on_database`` chose
     (``ops.routes``: the database a routed queue's jobs live on)."""
     return _ON.get() or get_settings().DATABASE
+
+
+def pinned() -> bool:
+    """Whether a caller chose the database (``on_database``): a routed ``ops`` call inside it runs
+    there rather than choosing again."""
+    return _ON.get() is not None
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from ultimate_jobs.errors import (
 )
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.models import JobStep
-from ultimate_jobs.ops import audit
+from ultimate_jobs.ops import audit, routes
 from ultimate_jobs.ops.jobs import get_job
 from ultimate_jobs.ops.rows import alias as _alias
 from ultimate_jobs.ops.rows import jobs as _jobs
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ultimate_jobs")
 
 
+@routes.by_job
 def resolve_step(job_id: str | UUID, name: str, *, ran: bool, output: Any = None, by: Actor = None) -> JobDetail:
     """Settle a step whose outcome is unknown (a ``once=True`` step found started or failed).
 

@@ -1,5 +1,5 @@
 """Internal: the worker's claim loop — free slots per queue, the settle-and-claim statement, and
-starting each claimed run on a body thread.
+starting each claimed attempt on a body thread.
 
 A pass splits the free slots over the queues (per-queue counts, or one shared number rotated so no
 queue starves, capped by ``max_in_flight``), applies the per-process ``LIMITS`` (a tenant at its
@@ -11,8 +11,8 @@ Prefetch: while bodies are short (a moving average under ``PREFETCH_RUN_MAX``), 
 concurrency is one shared number, with no ``max_in_flight`` and no ``LIMITS``, claims up to
 ``PREFETCH`` times its slots past them, so one round trip and one commit carry several jobs per
 slot. Bodies still run ``concurrency`` at a time (the pool has that many threads; ``async def``
-bodies wait on a semaphore of that size); a claimed run waits its turn holding its lease (renewed
-with the others), its ``timeout`` counted from when its body starts. A run claimed past the slots
+bodies wait on a semaphore of that size); a claimed attempt waits its turn holding its lease (renewed
+with the others), its ``timeout`` counted from when its body starts. An attempt claimed past the slots
 whose token is set before its body starts (a drain, a lost lease) goes back to ``ready`` uncounted:
 its body never ran. Long bodies turn prefetch off, so a claimed job never waits behind one for long.
 
@@ -31,14 +31,14 @@ from uuid import UUID
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ClaimedJob, Settlement, Store
-from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 from ultimate_jobs.faults import fault
 from ultimate_jobs.names import check_queue_name
-from ultimate_jobs.runtime import settled as settled_hooks
+from ultimate_jobs.registry import get_job_handle, registered_jobs
+from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
+from ultimate_jobs.runtime.holdings import Attempt, Holdings, count
 from ultimate_jobs.runtime.limits import ProcessLimits
-from ultimate_jobs.runtime.runs import Holdings, Run, count
 from ultimate_jobs.runtime.settling import CONNECTION_ERRORS, Settler
 from ultimate_jobs.runtime.slots import FleetSlots
 from ultimate_jobs.runtime.threads import EventLoopThread, Pool
@@ -117,16 +117,16 @@ class Claims:
         return self.capacity
 
     def free_capacity(self) -> int:
-        return self.claim_capacity() - len(self.holdings.runs) - len(self.holdings.abandoned)
+        return self.claim_capacity() - len(self.holdings.attempts) - len(self.holdings.abandoned)
 
     def free_slots(self) -> dict[str, int]:
         """Free slots per queue for this pass, split so no queue starves."""
-        held = self.holdings.held()  # runs settling in this pass's transaction have free slots already
+        held = self.holdings.held()  # attempts settling in this pass's transaction have free slots already
         free = self.claim_capacity() - len(held) - len(self.holdings.abandoned)
         if free <= 0:
             return {}
         if isinstance(self.concurrency, dict):
-            busy = count(run.claimed.queue for run in held)
+            busy = count(attempt.claimed.queue for attempt in held)
             slots = {q: max(0, self.concurrency[q] - busy.get(q, 0)) for q in self.queues}
             self.unoffered.clear()  # each queue has its own slots: a full one is busy, not skipped
         else:
@@ -146,9 +146,9 @@ class Claims:
         self.unoffered.difference_update(offered)
         return offered
 
-    def settle_and_claim(self, *, claiming: bool) -> list[Run]:
+    def settle_and_claim(self, *, claiming: bool) -> list[Attempt]:
         """Settle what finished and, when ``claiming``, claim into the free slots, in one
-        transaction (one commit); answer the runs started."""
+        transaction (one commit); answer the attempts started."""
         holdings = self.holdings
         names = [handle.name for handle in registered_jobs()]
         claims = self.free_slots() if claiming and names else {}
@@ -174,7 +174,7 @@ class Claims:
             # The claim may have committed with its answer lost: reconcile before the next claim.
             self.reconcile_due = bool(claims)
             if batch and not isinstance(exc, CONNECTION_ERRORS):
-                self.settler.settle_each()  # a value the database refused: settle the runs one by one
+                self.settler.settle_each()  # a value the database refused: settle the attempts one by one
             return []  # the settlements stay pending: the fenced statement is safe to send again
         settled, claimed = answer.settled, answer.claimed
         holdings.pending = []
@@ -203,7 +203,7 @@ class Claims:
     def reconcile(self) -> None:
         """Hand back rows claimed under this worker's id that it does not hold: a claim whose commit
         landed but whose answer was lost (a dropped connection). Uncounted: those bodies never ran."""
-        held = [r.id for r in self.holdings.runs.values()] + [r.id for r in self.holdings.abandoned]
+        held = [r.id for r in self.holdings.attempts.values()] + [r.id for r in self.holdings.abandoned]
         try:
             returned = self.store.job_release_unheld(worker_id=self.worker_id, held=held, now=clock.sql_now())
         except self._db_errors as exc:
@@ -218,79 +218,81 @@ class Claims:
         """Hand a claim the per-process limits refuse straight back: ``ready``, uncounted, no error."""
         log.info("jobs.worker.shed job_id=%s name=%s queue=%s tenant=%s", claimed.id, claimed.name, claimed.queue,
                  claimed.tenant_id)
-        run = Run(claimed=claimed, handle=get_job_handle(claimed.name))  # type: ignore[arg-type]
-        run.outcome = Settlement(claimed.id, claimed.claim, "ready", uncount=True)
-        run.finished.set()
-        self.holdings.pending.append(run)
+        attempt = Attempt(claimed=claimed, handle=get_job_handle(claimed.name))  # type: ignore[arg-type]
+        attempt.outcome = Settlement(claimed.id, claimed.claim, "ready", uncount=True)
+        attempt.finished.set()
+        self.holdings.pending.append(attempt)
         self.holdings.stats["shed"] += 1
 
-    def _start(self, claimed: ClaimedJob) -> Run:
+    def _start(self, claimed: ClaimedJob) -> Attempt:
         handle = get_job_handle(claimed.name)
         assert handle is not None  # the claim asked only for registered names
-        run = Run(claimed=claimed, handle=handle)
-        self.holdings.runs[claimed.id] = run
+        attempt = Attempt(claimed=claimed, handle=handle)
+        self.holdings.attempts[claimed.id] = attempt
         if handle.is_async:
             if self._loop is None:
                 self._loop = EventLoopThread()
-            self._loop.submit(self._execute_async(run))
+            self._loop.submit(self._execute_async(attempt))
         else:
             if self._pool is None:
                 self._pool = Pool(self.capacity)
-            self._pool.submit(lambda: self._execute(run))
-        return run
+            self._pool.submit(lambda: self._execute(attempt))
+        return attempt
 
-    def _begin(self, run: Run) -> bool:
-        """A run's body is about to start: answer False (and hand it back) when it was claimed past
+    def _begin(self, attempt: Attempt) -> bool:
+        """An attempt's body is about to start: answer False (and hand it back) when it was claimed past
         the slots and its token was set while it waited its turn; else start its clocks."""
-        waited = run.id in self._waiting
-        self._waiting.discard(run.id)
-        if waited and run.token.is_set():
-            run.outcome = Settlement(run.claimed.id, run.claimed.claim, "ready", uncount=True)
+        waited = attempt.id in self._waiting
+        self._waiting.discard(attempt.id)
+        if waited and attempt.token.is_set():
+            attempt.outcome = Settlement(attempt.claimed.id, attempt.claimed.claim, "ready", uncount=True)
             return False
-        if run.handle.timeout is not None:
-            run.deadline = time.monotonic() + run.handle.timeout
+        if attempt.handle.timeout is not None:
+            attempt.deadline = time.monotonic() + attempt.handle.timeout
         return True
 
     def _ran(self, began: float) -> None:
         self.body_time += (time.monotonic() - began - self.body_time) * _AVERAGE_WEIGHT
 
-    def _execute(self, run: Run) -> None:
+    def _execute(self, attempt: Attempt) -> None:
         try:
-            if not self._begin(run):
+            if not self._begin(attempt):
                 return
             began = time.monotonic()
-            busy = self.slots.acquire(run)
+            busy = self.slots.acquire(attempt)
             if busy is not None:
-                run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)  # a refusal reaches on_settled
+                # a refusal reaches on_settled
+                attempt.outcome = on_settled.attach(attempt.handle, attempt.claimed, busy)
                 return
             try:
-                run.outcome = run_attempt(run.handle, run.claimed, run.token, alias=self.alias)
+                attempt.outcome = run_attempt(attempt.handle, attempt.claimed, attempt.token, alias=self.alias)
             finally:
-                self.slots.release(run)
+                self.slots.release(attempt)
                 self._ran(began)
         finally:
-            self.holdings.finish(run)
+            self.holdings.finish(attempt)
 
-    async def _execute_async(self, run: Run) -> None:
+    async def _execute_async(self, attempt: Attempt) -> None:
         if self._async_gate is None:  # created on the loop's thread, where it is used
             self._async_gate = asyncio.Semaphore(self.capacity)
         try:
-            async with self._async_gate:  # prefetched runs wait here: ``capacity`` bodies at a time
-                if not self._begin(run):
+            async with self._async_gate:  # prefetched attempts wait here: ``capacity`` bodies at a time
+                if not self._begin(attempt):
                     return
                 began = time.monotonic()
-                busy = await asyncio.to_thread(self.slots.acquire, run) if run.handle.concurrency else None
+                busy = await asyncio.to_thread(self.slots.acquire, attempt) if attempt.handle.concurrency else None
                 if busy is not None:
-                    run.outcome = settled_hooks.attach(run.handle, run.claimed, busy)
+                    attempt.outcome = on_settled.attach(attempt.handle, attempt.claimed, busy)
                     return
                 try:
-                    run.outcome = await run_attempt_async(run.handle, run.claimed, run.token, alias=self.alias)
+                    attempt.outcome = await run_attempt_async(attempt.handle, attempt.claimed, attempt.token,
+                                                              alias=self.alias)
                 finally:
-                    if run.slot is not None:
-                        await asyncio.to_thread(self.slots.release, run)
+                    if attempt.slot is not None:
+                        await asyncio.to_thread(self.slots.release, attempt)
                     self._ran(began)
         finally:
-            self.holdings.finish(run)
+            self.holdings.finish(attempt)
 
     def close(self, wait: float) -> None:
         """Stop the body threads (idle ones exit at once; busy ones are abandoned)."""

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.db.store import FENCED_OUT, Settlement
-from ultimate_jobs.declaration import UNWIND_MARGIN, AnyJobHandle
 from ultimate_jobs.errors import X_JOB_COMPENSATION_FAILED, X_LEASE_LAPSED, X_STEP_OUTCOME_UNKNOWN, JobCancelled
+from ultimate_jobs.handle import UNWIND_MARGIN, AnyJobHandle
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.failures import format_error
 from ultimate_jobs.runtime.steps import COMPENSATE_PREFIX, UNWIND_STEP, ReplayEnd, Suspension, engine_of

@@ -15,13 +15,13 @@ from django.db import DatabaseError
 
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.errors import X_JOB_TIMEOUT
-from ultimate_jobs.runtime import settled
+from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.compensation import defer
 from ultimate_jobs.runtime.execute import decide
 
 if TYPE_CHECKING:
     from ultimate_jobs.db.store import ClaimedJob, Settlement
-    from ultimate_jobs.declaration import AnyJobHandle
+    from ultimate_jobs.handle import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -51,4 +51,4 @@ def timed_out_outcome(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelTo
         outcome = defer(handle, claimed, store, outcome)
     except DatabaseError as exc:  # no marker: the next claim still unwinds once the forward attempts are spent
         log.warning("jobs.compensation.defer-failed job_id=%s error=%r", claimed.id, exc)
-    return settled.attach(handle, claimed, outcome)
+    return on_settled.attach(handle, claimed, outcome)

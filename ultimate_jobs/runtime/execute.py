@@ -42,7 +42,7 @@ from ultimate_jobs.errors import (
     Terminal,
 )
 from ultimate_jobs.retry import classify
-from ultimate_jobs.runtime import settled
+from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.compensation import forward_attempts, needs_unwind, unwind
 from ultimate_jobs.runtime.compensation import resume as resume_unwind
 from ultimate_jobs.runtime.failures import format_error
@@ -52,7 +52,7 @@ from ultimate_jobs.runtime.tenancy import tenant_context
 from ultimate_jobs.tracing import job_span, record_error
 
 if TYPE_CHECKING:
-    from ultimate_jobs.declaration import AnyJobHandle
+    from ultimate_jobs.handle import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -136,7 +136,7 @@ async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: Ca
     if outcome is not None:
         if ctx is not None:  # the last progress report, written off the event loop (the ORM is sync)
             await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
-        outcome = settled.attach(handle, claimed, outcome)
+        outcome = on_settled.attach(handle, claimed, outcome)
     return outcome
 
 
@@ -185,7 +185,7 @@ def _finish(handle: AnyJobHandle, claimed: ClaimedJob, ctx: JobContext,
     if outcome is None:
         return None
     ctx._progress.flush()
-    return outcome if outcome.after is not None else settled.attach(handle, claimed, outcome)
+    return outcome if outcome.after is not None else on_settled.attach(handle, claimed, outcome)
 
 
 def _wake_check(steps: Steps, claimed: ClaimedJob) -> Callable[[], None]:

@@ -94,7 +94,7 @@ from ultimate_jobs.tracing import record_error, step_span
 if TYPE_CHECKING:
     from ultimate_jobs.context import CancelToken
     from ultimate_jobs.db.store import ClaimedJob, Store
-    from ultimate_jobs.declaration import AnyJobHandle
+    from ultimate_jobs.handle import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 

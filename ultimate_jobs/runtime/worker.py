@@ -22,9 +22,9 @@ of daemon threads, ``async def`` bodies on one event-loop thread. No ORM object 
 job on this path.
 
 ``Worker`` puts its parts together: ``claims.Claims`` (free slots, the settle-and-claim statement,
-starting runs), ``settling.Settler`` (settle batching, timeouts, the hooks), ``leases.LeaseKeeper``
+starting runs), ``settling.Settler`` (settle batching, timeouts, the hooks), ``heartbeat.Heartbeat``
 (heartbeat, lost and lapsed leases), ``drain.Drain`` (SIGTERM until exit), over the runs it holds
-(``runs.Holdings``), looped by ``ultimate_jobs.service_loop.ServiceLoop``. ``with Worker(...) as
+(``holdings.Holdings``), looped by ``ultimate_jobs.service_loop.ServiceLoop``. ``with Worker(...) as
 worker:`` starts nothing; on exit it drains what it holds and stops its threads.
 
 Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.draining``,
@@ -62,15 +62,15 @@ from ultimate_jobs.errors import X_CONFIG_INVALID, X_DRAINING, X_JOB_CLAIM_QUEUE
 from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.runtime.claims import Claims, parse_concurrency
 from ultimate_jobs.runtime.drain import Drain
-from ultimate_jobs.runtime.leases import LeaseKeeper
+from ultimate_jobs.runtime.heartbeat import Heartbeat
+from ultimate_jobs.runtime.holdings import Attempt, Holdings
 from ultimate_jobs.runtime.limits import ProcessLimits
 from ultimate_jobs.runtime.presence import Presence
-from ultimate_jobs.runtime.runs import Holdings, Run
 from ultimate_jobs.runtime.settling import Settler
 from ultimate_jobs.runtime.slots import FleetSlots
 from ultimate_jobs.service_loop import LoopedService, PassFailed, ServiceLoop, Stoppable
 
-__all__ = ["Run", "Worker", "parse_concurrency"]
+__all__ = ["Attempt", "Worker", "parse_concurrency"]
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -84,7 +84,7 @@ class Worker(LoopedService):
     def __init__(self, *, queues: Sequence[str] | None = None, concurrency: Any = None,
                  max_in_flight: int | None = None, burst: bool = False, drain_timeout: Any = None,
                  database: str | None = None, worker_id: str | None = None,
-                 on_pass: Callable[[Worker, list[Run]], None] | None = None,
+                 on_pass: Callable[[Worker, list[Attempt]], None] | None = None,
                  on_idle: Callable[[], bool] | None = None) -> None:
         conf = get_settings()
         self.queues = list(queues) if queues is not None else list(conf.QUEUES)
@@ -125,7 +125,7 @@ class Worker(LoopedService):
                              limits=ProcessLimits(conf.LIMITS), slots=slots, holdings=self.holdings,
                              settler=self.settler, on_db_error=self._db_failed, db_errors=_DB_ERRORS,
                              prefetch=cap is None)
-        self.leases = LeaseKeeper(store=self.store, alias=self.alias, worker_id=self.worker_id,
+        self.heartbeat = Heartbeat(store=self.store, alias=self.alias, worker_id=self.worker_id,
                                   visibility=self.visibility, interval=self.heartbeat_interval,
                                   holdings=self.holdings, slots=slots, presence=self.presence, settler=self.settler,
                                   on_db_error=self._db_failed, db_errors=_DB_ERRORS)
@@ -138,7 +138,7 @@ class Worker(LoopedService):
 
     # -- one pass ---------------------------------------------------------------------------
 
-    def run_once(self) -> list[Run]:
+    def run_once(self) -> list[Attempt]:
         """One pass: settle what finished and claim, then renew leases and hand back lapsed ones. Answer the
         runs started."""
         if self.claims.reconcile_due:
@@ -149,16 +149,16 @@ class Worker(LoopedService):
         # After the claim: a woken idle worker starts its job before the once-a-second rescue's
         # round trip (renewals and rescues are due on their own clocks). Rows the rescue made
         # runnable again are claimed in this same pass, as they were when the rescue came first.
-        if self.leases.keep() and not self.drain.draining:
+        if self.heartbeat.keep() and not self.drain.draining:
             started += self.claims.settle_and_claim(claiming=True)
         if self.on_pass is not None:
             self.on_pass(self, started)
         return started
 
     @property
-    def runs(self) -> dict[UUID, Run]:
-        """The runs claimed and not yet settled, by job id."""
-        return self.holdings.runs
+    def attempts(self) -> dict[UUID, Attempt]:
+        """The attempts claimed and not yet settled, by job id."""
+        return self.holdings.attempts
 
     @property
     def stats(self) -> dict[str, int]:
@@ -213,7 +213,7 @@ class Worker(LoopedService):
         if (not started and self.claims.unoffered and not self.drain.draining and not self._loop.stopping.is_set()
                 and self.claims.free_capacity() > 0):
             return 0.0  # some queue was offered no slot since the last claim: offer it before waiting
-        if (self.burst and not started and not holdings.runs and not holdings.pending and not holdings.abandoned
+        if (self.burst and not started and not holdings.attempts and not holdings.pending and not holdings.abandoned
                 and time.monotonic() >= self.settler.burst_hold):
             if self.on_idle is not None and self.on_idle():
                 return 0.0
@@ -225,7 +225,7 @@ class Worker(LoopedService):
         if started and self.claims.last_claim_full and self.claims.free_capacity() > 0:
             self._idle_wait = self.poll_interval
             return 0.0  # more may be runnable now: no wait
-        if started or holdings.runs:
+        if started or holdings.attempts:
             self._idle_wait = self.poll_interval
         else:
             self._idle_wait = min(self._idle_wait * 2, self.idle_poll_max)
@@ -264,7 +264,7 @@ class Worker(LoopedService):
         if self.state == "running":  # run() on another thread: stop it and wait for its drain
             self.stop()
             self._exited.wait(self.drain_timeout + EXIT_GRACE)
-        elif self.state == "idle" and (self.holdings.runs or self.holdings.pending):
+        elif self.state == "idle" and (self.holdings.attempts or self.holdings.pending):
             self.stop()
             try:
                 self._loop.run(self._tick, install_signals=False)

@@ -37,8 +37,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ultimate_jobs import clock
-from ultimate_jobs.declaration import AnyJobHandle, JobHandle
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_TASK_DECLARATION_INVALID, X_TASK_DUPLICATE, JobsError
+from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.schedule.cron import Schedule
 

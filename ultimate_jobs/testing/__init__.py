@@ -38,11 +38,12 @@ from uuid import UUID
 
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.db import store_for
-from ultimate_jobs.declaration import JobHandle, registered_jobs
 from ultimate_jobs.durations import Duration
+from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.models import Job, OutboxEntry
 from ultimate_jobs.models.jobs import LIVE_STATES, RUNNABLE_STATES, STATES
 from ultimate_jobs.outbox import Relay
+from ultimate_jobs.registry import registered_jobs
 from ultimate_jobs.testing.crash import SimulatedCrash, crash_at, crash_proof
 from ultimate_jobs.testing.effects import record_effect, recorded_effects
 from ultimate_jobs.testing.frozen import FrozenClock, freeze_clock, frozen

@@ -53,8 +53,8 @@ from django.apps import apps
 
 from ultimate_jobs import clock
 from ultimate_jobs.db import store_for
-from ultimate_jobs.declaration import JobHandle
 from ultimate_jobs.errors import X_JOB_CRASH_DIVERGED, JobsError
+from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.models import Job, JobStep
 from ultimate_jobs.runtime.steps import observe_boundaries
 from ultimate_jobs.testing.effects import recorded_effects

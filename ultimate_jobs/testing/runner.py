@@ -30,12 +30,13 @@ from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.db import ClaimedJob, Settlement, store_for
-from ultimate_jobs.declaration import JobHandle, get_job_handle, registered_jobs
 from ultimate_jobs.errors import X_JOB_NOT_REGISTERED, JobsError
+from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.models import Job
 from ultimate_jobs.models.jobs import RUNNABLE_STATES
 from ultimate_jobs.outbox import Relay
-from ultimate_jobs.runtime import deadlines, settled
+from ultimate_jobs.registry import get_job_handle, registered_jobs
+from ultimate_jobs.runtime import deadlines, on_settled
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 
 _CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
@@ -120,7 +121,7 @@ class Runner:
             return None
         landed = self.store.job_settle_many(settlements=[outcome], now=clock.sql_now())
         if outcome.id in landed and outcome.after is not None:
-            with settled.inline():
+            with on_settled.inline():
                 outcome.after()
         return outcome
 

@@ -32,11 +32,12 @@ from django.apps import apps
 from django.db import models
 from django.utils import timezone
 
-from ultimate_jobs.declaration import NO_TENANT, _unregister
 from ultimate_jobs.errors import X_INVARIANT, X_SUBJECT_ERASE_INCOMPLETE, JobsError
 from ultimate_jobs.factories.subject.declaration import Subject
 from ultimate_jobs.factories.subject.erase import subject_erase
 from ultimate_jobs.factories.subject.reach import label
+from ultimate_jobs.inputs import NO_TENANT
+from ultimate_jobs.registry import unregister as _unregister
 
 __all__ = ["find_token", "prove"]
 

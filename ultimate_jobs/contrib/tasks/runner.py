@@ -21,8 +21,9 @@ from typing import Any
 
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.contrib.tasks.declared import TASK_JOB, load_task, retry_for
-from ultimate_jobs.declaration import NO_TENANT, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_TASK_RETRY
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.retry import Retry, register_error_retry
 
 # The retry delay is the task policy's own: the handle's cap must not clip it.

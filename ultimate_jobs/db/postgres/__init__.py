@@ -33,14 +33,6 @@ from ultimate_jobs.db.postgres.jobs import (
     QUEUE_WAKE,
     JobStatements,
 )
-from ultimate_jobs.db.postgres.leases import (
-    LEADER_ATTEMPT_ELECT,
-    LEADER_RESIGN,
-    LEASE_ACQUIRE,
-    LEASE_RELEASE,
-    LEASE_RENEW,
-    LeaseStatements,
-)
 from ultimate_jobs.db.postgres.outbox import (
     OUTBOX_CLAIM,
     OUTBOX_MARK_PUBLISHED,
@@ -61,6 +53,14 @@ from ultimate_jobs.db.postgres.runs import (
     STEP_FAIL,
     STEP_LIST,
     RunStatements,
+)
+from ultimate_jobs.db.postgres.slots import (
+    LEADER_ATTEMPT_ELECT,
+    LEADER_RESIGN,
+    LEASE_ACQUIRE,
+    LEASE_RELEASE,
+    LEASE_RENEW,
+    LeaseStatements,
 )
 from ultimate_jobs.db.postgres.views import ViewStatements
 from ultimate_jobs.db.store import JOBS_CHANNEL, OUTBOX_CHANNEL

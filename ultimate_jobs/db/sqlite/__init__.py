@@ -16,9 +16,9 @@ from __future__ import annotations
 from ultimate_jobs.db.sqlite.connection import SqliteConnection, ts
 from ultimate_jobs.db.sqlite.counters import CounterStatements
 from ultimate_jobs.db.sqlite.jobs import JobStatements
-from ultimate_jobs.db.sqlite.leases import LeaseStatements
 from ultimate_jobs.db.sqlite.outbox import OutboxStatements
 from ultimate_jobs.db.sqlite.runs import RunStatements
+from ultimate_jobs.db.sqlite.slots import LeaseStatements
 from ultimate_jobs.db.sqlite.views import ViewStatements
 
 __all__ = ["SqliteStore", "ts"]

@@ -60,11 +60,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ultimate_jobs.declaration import NO_TENANT, AnyJobHandle, get_job_handle, job, registered_jobs
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
 from ultimate_jobs.factories.backfill.sweep import BackfillBatch, run
 from ultimate_jobs.factories.pacer import DEFAULT_RATE, check_rate
+from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.registry import get_job_handle, registered_jobs
 
 # BackfillBatch is public here (``ultimate_jobs.BackfillBatch``); the sweep that builds it owns it.
 __all__ = ["Backfill", "BackfillBatch", "backfill", "checksum_of", "get_backfill", "registered_backfills"]

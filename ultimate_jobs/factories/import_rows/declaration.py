@@ -59,10 +59,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
 from ultimate_jobs.factories.export_rows import check_fields, check_format, input_digest_key, render_prefix
 from ultimate_jobs.factories.import_rows.page import ImportBatch, read_header, run_page, start_offset
+from ultimate_jobs.handle import AnyJobHandle
 from ultimate_jobs.names import check_job_name
 
 __all__ = ["Import", "ImportBatch", "import_rows"]

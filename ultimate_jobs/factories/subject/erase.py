@@ -24,12 +24,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError, Terminal
 from ultimate_jobs.factories.export_rows import input_digest_key
 from ultimate_jobs.factories.subject.declaration import Subject, Treatment
 from ultimate_jobs.factories.subject.reach import Edge, Reach, label
 from ultimate_jobs.factories.subject.rows import parent_keys, rows_of, stored
+from ultimate_jobs.handle import AnyJobHandle
 from ultimate_jobs.names import check_job_name
 
 __all__ = ["erase_run", "subject_erase"]

@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from ultimate_jobs import jsoncodec
-from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
 from ultimate_jobs.factories.export_rows import (
     check_format,
@@ -40,6 +40,7 @@ from ultimate_jobs.factories.subject.declaration import Subject
 from ultimate_jobs.factories.subject.erase import check_declaration, subject_key
 from ultimate_jobs.factories.subject.reach import label
 from ultimate_jobs.factories.subject.rows import rows_of, stored
+from ultimate_jobs.handle import AnyJobHandle
 from ultimate_jobs.names import check_job_name
 
 __all__ = ["subject_export"]

@@ -61,7 +61,7 @@ from typing import Any
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import AnyJobHandle, job
+from ultimate_jobs.declaration import job
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import (
     X_JOB_DECLARATION_INVALID,
@@ -80,6 +80,7 @@ from ultimate_jobs.errors import (
 )
 from ultimate_jobs.factories.webhook import addresses, signing, transport
 from ultimate_jobs.factories.webhook.ledger import Delivery, WebhookLedger
+from ultimate_jobs.handle import AnyJobHandle
 from ultimate_jobs.names import check_job_name
 
 log = logging.getLogger("ultimate_jobs")

@@ -17,21 +17,21 @@ from ultimate_jobs.db.store import (
 LEASE_ACQUIRE: LiteralString = """
 -- Take a free slot of a concurrency key for one job. Free: no row, an expired row (its worker
 -- died), or this job's own leftover, which is preferred (a run never fails on its own slot).
--- The (lease_key, slot) primary key decides races: of two workers taking one slot, the loser's
+-- The (concurrency_key, slot) primary key decides races: of two workers taking one slot, the loser's
 -- conditional upsert answers no row.
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 cand AS (
     SELECT s.slot FROM generate_series(0, %(limit)s - 1) AS s(slot), t
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_joblease AS busy
-                        WHERE busy.lease_key = %(key)s AND busy.slot = s.slot
+                        WHERE busy.concurrency_key = %(key)s AND busy.slot = s.slot
                           AND busy.expires_at > t.now AND busy.job_id <> %(job_id)s)
      ORDER BY EXISTS (SELECT 1 FROM ultimate_jobs_joblease AS own
-                       WHERE own.lease_key = %(key)s AND own.slot = s.slot AND own.job_id = %(job_id)s) DESC,
+                       WHERE own.concurrency_key = %(key)s AND own.slot = s.slot AND own.job_id = %(job_id)s) DESC,
               s.slot
      LIMIT 1)
-INSERT INTO ultimate_jobs_joblease AS l (lease_key, slot, holder, job_id, expires_at)
+INSERT INTO ultimate_jobs_joblease AS l (concurrency_key, slot, holder, job_id, expires_at)
 SELECT %(key)s, cand.slot, %(holder)s, %(job_id)s, t.now + %(ttl)s * interval '1 second' FROM cand, t
-ON CONFLICT (lease_key, slot) DO UPDATE
+ON CONFLICT (concurrency_key, slot) DO UPDATE
    SET holder = excluded.holder, job_id = excluded.job_id, expires_at = excluded.expires_at
  WHERE l.expires_at <= excluded.expires_at - %(ttl)s * interval '1 second' OR l.job_id = excluded.job_id
 RETURNING l.slot
@@ -44,7 +44,7 @@ WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
 UPDATE ultimate_jobs_joblease AS l
    SET expires_at = t.now + %(ttl)s * interval '1 second'
   FROM t, unnest(%(key)b::text[], %(slot)b::int[], %(job_id)b::uuid[]) AS v(key, slot, job_id)
- WHERE l.lease_key = v.key AND l.slot = v.slot AND l.job_id = v.job_id AND l.holder = %(holder)s
+ WHERE l.concurrency_key = v.key AND l.slot = v.slot AND l.job_id = v.job_id AND l.holder = %(holder)s
    AND l.expires_at > t.now
 RETURNING l.job_id
 """
@@ -52,7 +52,7 @@ RETURNING l.job_id
 LEASE_RELEASE: LiteralString = """
 -- Hand one slot back, fenced on holder and job (a slot taken over after expiry is not ours).
 DELETE FROM ultimate_jobs_joblease
- WHERE lease_key = %(key)s AND slot = %(slot)s AND holder = %(holder)s AND job_id = %(job_id)s
+ WHERE concurrency_key = %(key)s AND slot = %(slot)s AND holder = %(holder)s AND job_id = %(job_id)s
 """
 
 LEADER_ATTEMPT_ELECT: LiteralString = """
@@ -93,7 +93,7 @@ RETURNING l.name
 class LeaseStatements(PostgresConnection):
     """The ``lease_*`` and ``leader_*`` methods."""
 
-    def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
+    def slot_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
                       now: datetime | None) -> int | None:
         """A slot of ``key`` for ``job_id``, or ``None`` when all ``limit`` slots are held."""
         with self._cursor() as cursor:
@@ -105,14 +105,14 @@ class LeaseStatements(PostgresConnection):
                     return int(row[0])
         return None
 
-    def lease_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
+    def slot_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
                     now: datetime | None) -> set[UUID]:
         with self._cursor() as cursor:
             cursor.execute(LEASE_RENEW, {"key": [h[0] for h in held], "slot": [h[1] for h in held],
                                          "job_id": [h[2] for h in held], "holder": holder, "ttl": ttl, "now": now})
             return {row[0] for row in cursor.fetchall()}
 
-    def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
+    def slot_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
         with self._cursor() as cursor:
             cursor.execute(LEASE_RELEASE, {"key": key, "slot": slot, "job_id": job_id, "holder": holder})
 

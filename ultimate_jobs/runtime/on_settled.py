@@ -52,7 +52,7 @@ from ultimate_jobs.runtime.tenancy import tenant_context
 
 if TYPE_CHECKING:
     from ultimate_jobs.db.store import ClaimedJob, Settlement
-    from ultimate_jobs.declaration import AnyJobHandle
+    from ultimate_jobs.handle import AnyJobHandle
 
 log = logging.getLogger("ultimate_jobs")
 

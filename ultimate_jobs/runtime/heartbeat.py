@@ -1,7 +1,7 @@
-"""Internal: the worker's lease keeper — heartbeat, renewal and the rescue of lapsed leases.
+"""Internal: the worker's heartbeat — lease renewal and the rescue of lapsed leases.
 
-Every ``HEARTBEAT_INTERVAL`` one statement renews the lease of every held run (fenced on owner and
-claim token), and the fleet slots of held runs and of timed-out bodies still running; a run whose
+Every ``HEARTBEAT_INTERVAL`` one statement renews the lease of every held attempt (fenced on owner and
+claim token), and the fleet slots of held attempts and of timed-out bodies still running; an attempt whose
 row no longer matches, or that went a whole visibility window without a landed renewal, has its
 token set (``X_JOB_LEASE_LOST``). Lost leases are counted once the database answers again, then
 the presence row is refreshed. About once a second, rows of registered jobs whose lease lapsed
@@ -22,11 +22,11 @@ from uuid import UUID
 
 from ultimate_jobs import clock
 from ultimate_jobs.db import Store, close_connection
-from ultimate_jobs.declaration import get_job_handle, registered_jobs
 from ultimate_jobs.errors import X_JOB_LEASE_LOST
-from ultimate_jobs.runtime import settled as settled_hooks
+from ultimate_jobs.registry import get_job_handle, registered_jobs
+from ultimate_jobs.runtime import on_settled
+from ultimate_jobs.runtime.holdings import Attempt, Holdings
 from ultimate_jobs.runtime.presence import Presence
-from ultimate_jobs.runtime.runs import Holdings, Run
 from ultimate_jobs.runtime.settling import Settler
 from ultimate_jobs.runtime.slots import FleetSlots
 
@@ -36,7 +36,7 @@ RESCUE_INTERVAL = 1.0
 LOST_KEPT = 1000  # lost leases kept for the next heartbeat while they cannot be counted
 
 
-class LeaseKeeper:
+class Heartbeat:
     """Keeps one worker's leases: renews them, notices lost ones, rescues lapsed ones."""
 
     def __init__(self, *, store: Store, alias: str, worker_id: str, visibility: float, interval: float,
@@ -62,13 +62,13 @@ class LeaseKeeper:
         """Heartbeat and rescue, each when due; answer whether the rescue made rows runnable again."""
         now = time.monotonic()
         if now - self._last_heartbeat >= self.interval:
-            self.heartbeat()
+            self.beat()
         if now - self._last_rescue >= RESCUE_INTERVAL:
             return self.rescue()
         return False
 
-    def heartbeat(self) -> None:
-        held = [r for r in self.holdings.runs.values() if not r.settled]
+    def beat(self) -> None:
+        held = [r for r in self.holdings.attempts.values() if not r.settled]
         # A timed-out body that runs on keeps its fleet slot until it returns (its row is settled).
         overrunning = [r for r in self.holdings.abandoned if r.slot is not None]
         self._last_heartbeat = time.monotonic()
@@ -86,33 +86,34 @@ class LeaseKeeper:
             log.warning("jobs.heartbeat.failed worker=%s held=%s error=%r", self.worker_id, len(held), exc)
             close_connection(self.alias)
             after = time.monotonic()
-            for run in held:
+            for attempt in held:
                 # Asked on both sides of the call: a whole window with no landed renewal is a lost lease.
-                if before - run.renewed >= self.visibility or after - run.renewed >= self.visibility:
-                    self._lose(run, "No lease renewal landed for a whole visibility window.")
+                if before - attempt.renewed >= self.visibility or after - attempt.renewed >= self.visibility:
+                    self._lose(attempt, "No lease renewal landed for a whole visibility window.")
             return
         self._renew_slots(held + overrunning)
-        for run in held:
-            if run.id in renewed:
-                run.renewed = before
-            elif not run.finished.is_set():
-                self._lose(run, "The job was cancelled or reclaimed by another worker.")
+        for attempt in held:
+            if attempt.id in renewed:
+                attempt.renewed = before
+            elif not attempt.finished.is_set():
+                self._lose(attempt, "The job was cancelled or reclaimed by another worker.")
         # Counted once the database answers again (a lost lease is often a lost connection).
         lost, self._lost = self._lost, []
         if not self.presence.lease_lost(lost):
             self._lost = lost[-LOST_KEPT:]  # kept (bounded) for the next heartbeat
         self.presence.beat([r.id for r in held])  # after the renewal: the leases come first
 
-    def _renew_slots(self, runs: list[Run]) -> None:
+    def _renew_slots(self, attempts: list[Attempt]) -> None:
         try:
-            self.slots.renew(runs)
+            self.slots.renew(attempts)
         except self._db_errors as exc:
             log.warning("jobs.heartbeat.failed worker=%s slots error=%r", self.worker_id, exc)
 
-    def _lose(self, run: Run, detail: str) -> None:
-        if run.token.set(X_JOB_LEASE_LOST, detail):
-            log.error("jobs.lease.lost job_id=%s name=%s queue=%s", run.id, run.claimed.name, run.claimed.queue)
-            self._lost.append((run.id, run.claimed.name, run.claimed.queue))
+    def _lose(self, attempt: Attempt, detail: str) -> None:
+        if attempt.token.set(X_JOB_LEASE_LOST, detail):
+            log.error("jobs.lease.lost job_id=%s name=%s queue=%s", attempt.id, attempt.claimed.name,
+                      attempt.claimed.queue)
+            self._lost.append((attempt.id, attempt.claimed.name, attempt.claimed.queue))
 
     def rescue(self) -> bool:
         """Hand back lapsed leases; answer whether any row went back to ``ready``."""
@@ -129,5 +130,5 @@ class LeaseKeeper:
             log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job.id, job.name, job.queue, job.state)
             handle = get_job_handle(job.name)
             if handle is not None and handle.on_settled is not None and job.state in ("dead", "failed"):
-                self.settler.after(functools.partial(settled_hooks.deliver_rescued, handle, job.id, self.alias))
+                self.settler.after(functools.partial(on_settled.deliver_rescued, handle, job.id, self.alias))
         return any(job.state == "ready" for job in rescued)

@@ -12,11 +12,11 @@ from uuid import UUID
 
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.db import ClaimedJob, Settlement
-from ultimate_jobs.declaration import AnyJobHandle
+from ultimate_jobs.handle import AnyJobHandle
 
 
 @dataclass(slots=True, eq=False)
-class Run:
+class Attempt:
     """One attempt this worker holds: the claimed row, its cancel token and its clocks."""
 
     claimed: ClaimedJob
@@ -45,53 +45,53 @@ def count(values: Iterable[str | None]) -> dict[str, int]:
 
 
 class Holdings:
-    """The runs of one worker, by state: ``runs`` (claimed and not settled, by job id),
+    """The attempts of one worker, by state: ``attempts`` (claimed and not settled, by job id),
     ``pending`` (finished, settling in the next statement), ``abandoned`` (timed out and settled,
     the body still running on its thread) and ``done`` (finished, not yet collected)."""
 
     def __init__(self, wake: Callable[[], None]) -> None:
-        self.runs: dict[UUID, Run] = {}
-        self.pending: list[Run] = []
-        self.abandoned: set[Run] = set()
-        self.done: queue_module.SimpleQueue[Run] = queue_module.SimpleQueue()
+        self.attempts: dict[UUID, Attempt] = {}
+        self.pending: list[Attempt] = []
+        self.abandoned: set[Attempt] = set()
+        self.done: queue_module.SimpleQueue[Attempt] = queue_module.SimpleQueue()
         self.stats = {"claimed": 0, "settled": 0, "interrupted": 0, "lost": 0, "shed": 0}
         self._wake = wake
 
-    def held(self) -> list[Run]:
+    def held(self) -> list[Attempt]:
         """The runs not settling in this pass's statement."""
         settling = set(map(id, self.pending))
-        return [run for run in self.runs.values() if id(run) not in settling]
+        return [attempt for attempt in self.attempts.values() if id(attempt) not in settling]
 
     def in_flight(self) -> int:
-        return sum(1 for run in self.runs.values() if not run.finished.is_set()) + len(self.abandoned)
+        return sum(1 for attempt in self.attempts.values() if not attempt.finished.is_set()) + len(self.abandoned)
 
     def unfinished(self) -> int:
-        return sum(1 for run in self.runs.values() if not run.finished.is_set())
+        return sum(1 for attempt in self.attempts.values() if not attempt.finished.is_set())
 
-    def forget(self, run: Run) -> None:
-        if self.runs.get(run.id) is run:  # a later attempt of the same job may hold the key now
-            del self.runs[run.id]
+    def forget(self, attempt: Attempt) -> None:
+        if self.attempts.get(attempt.id) is attempt:  # a later attempt of the same job may hold the key now
+            del self.attempts[attempt.id]
 
-    def finish(self, run: Run) -> None:
+    def finish(self, attempt: Attempt) -> None:
         """A body thread's last word on ``run``."""
-        self.done.put(run)  # queued before it reads as finished: whoever waits on it finds it collected
-        run.finished.set()
+        self.done.put(attempt)  # queued before it reads as finished: whoever waits on it finds it collected
+        attempt.finished.set()
         self._wake()
 
     def collect(self) -> None:
         """Move the runs that finished since the last pass to ``pending``."""
         while True:
             try:
-                run = self.done.get_nowait()
+                attempt = self.done.get_nowait()
             except queue_module.Empty:
                 return
-            if run in self.abandoned:  # failed by its timeout already; the thread has now returned
-                self.abandoned.discard(run)
+            if attempt in self.abandoned:  # failed by its timeout already; the thread has now returned
+                self.abandoned.discard(attempt)
                 continue
-            if run.outcome is None:
+            if attempt.outcome is None:
                 self.stats["lost"] += 1
-                self.forget(run)
+                self.forget(attempt)
                 continue
             # How long it ran: the settle dates the attempt's history entry from it (skew-free).
-            run.outcome = run.outcome._replace(elapsed=time.monotonic() - run.started)
-            self.pending.append(run)
+            attempt.outcome = attempt.outcome._replace(elapsed=time.monotonic() - attempt.started)
+            self.pending.append(attempt)

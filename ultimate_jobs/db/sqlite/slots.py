@@ -15,13 +15,13 @@ from ultimate_jobs.db.store import (
 
 LEASE_READ: LiteralString = """
 -- The slots of one concurrency key, to pick a free one (one writer: nobody takes it meanwhile).
-SELECT slot, job_id, expires_at FROM ultimate_jobs_joblease WHERE lease_key = %s
+SELECT slot, job_id, expires_at FROM ultimate_jobs_joblease WHERE concurrency_key = %s
 """
 
 LEASE_TAKE: LiteralString = """
 -- Take one slot: insert it, or take over an expired row or this job's own leftover.
-INSERT INTO ultimate_jobs_joblease (lease_key, slot, holder, job_id, expires_at) VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (lease_key, slot) DO UPDATE
+INSERT INTO ultimate_jobs_joblease (concurrency_key, slot, holder, job_id, expires_at) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (concurrency_key, slot) DO UPDATE
    SET holder = excluded.holder, job_id = excluded.job_id, expires_at = excluded.expires_at
  WHERE ultimate_jobs_joblease.expires_at <= %s OR ultimate_jobs_joblease.job_id = excluded.job_id
 """
@@ -29,12 +29,12 @@ ON CONFLICT (lease_key, slot) DO UPDATE
 LEASE_RENEW: LiteralString = """
 -- Renew one held slot, fenced on holder, job and a lease that has not expired.
 UPDATE ultimate_jobs_joblease SET expires_at = %s
- WHERE lease_key = %s AND slot = %s AND job_id = %s AND holder = %s AND expires_at > %s
+ WHERE concurrency_key = %s AND slot = %s AND job_id = %s AND holder = %s AND expires_at > %s
 """
 
 LEASE_RELEASE: LiteralString = """
 -- Hand one slot back, fenced on holder and job.
-DELETE FROM ultimate_jobs_joblease WHERE lease_key = %s AND slot = %s AND holder = %s AND job_id = %s
+DELETE FROM ultimate_jobs_joblease WHERE concurrency_key = %s AND slot = %s AND holder = %s AND job_id = %s
 """
 
 LEADER_ATTEMPT_ELECT: LiteralString = """
@@ -65,7 +65,7 @@ UPDATE ultimate_jobs_schedulerleader SET expires_at = %s, renewed_at = %s
 class LeaseStatements(SqliteConnection):
     """The ``lease_*`` and ``leader_*`` methods."""
 
-    def lease_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
+    def slot_acquire(self, *, key: str, limit: int, job_id: UUID, holder: str, ttl: float,
                       now: datetime | None) -> int | None:
         when = now or clock.now()
         stamp = ts(when)
@@ -85,7 +85,7 @@ class LeaseStatements(SqliteConnection):
             cursor.execute(LEASE_TAKE, [key, free[0], holder, job_id.hex, ts(when + timedelta(seconds=ttl)), stamp])
             return int(free[0]) if cursor.rowcount == 1 else None
 
-    def lease_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
+    def slot_renew(self, *, held: Sequence[tuple[str, int, UUID]], holder: str, ttl: float,
                     now: datetime | None) -> set[UUID]:
         when = now or clock.now()
         renewed: set[UUID] = set()
@@ -97,7 +97,7 @@ class LeaseStatements(SqliteConnection):
                     renewed.add(job_id)
         return renewed
 
-    def lease_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
+    def slot_release(self, *, key: str, slot: int, job_id: UUID, holder: str) -> None:
         with self._cursor() as cursor:
             cursor.execute(LEASE_RELEASE, [key, slot, holder, job_id.hex])
 
