@@ -10,5 +10,6 @@ reads a stream per key with a supervising task. ``export_rows`` writes a QuerySe
 ``Storage`` one object per page, ``import_rows/`` reads a file back a page of bytes per step,
 ``rollup`` recomputes the recent buckets of a time series in one upsert, ``refresh_view`` refreshes
 a PostgreSQL materialized view, and ``subject/`` is one person's data (the reach from model
-metadata, the erase, the export).
+metadata, the erase, the export). ``kit`` is the setup they share: the body declared as a job in
+the caller's module, and the checks of the options most of them take.
 """

@@ -56,13 +56,12 @@ from __future__ import annotations
 import contextvars
 import logging
 import queue as queues
-import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 from django.db import connections, transaction
 from django.db.models import F
@@ -70,14 +69,23 @@ from django.db.models import F
 from ultimate_jobs import clock
 from ultimate_jobs.concurrency import Concurrency
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import job
-from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.context import CancelToken, JobContext
+from ultimate_jobs.durations import Duration, to_seconds
 from ultimate_jobs.errors import X_CONSUMER_INVALID, X_CONSUMER_SELF_ENQUEUE, Terminal
 from ultimate_jobs.errors import JobsError as _JobsError
-from ultimate_jobs.handle import AnyJobHandle
-from ultimate_jobs.inputs import NO_TENANT
+from ultimate_jobs.factories.kit import (
+    declare,
+    is_whole,
+    missing_tenant,
+    optional_callable,
+    require_callable,
+    whole_number,
+)
+from ultimate_jobs.handle import AnyJobHandle, BoundJob, JobHandle
+from ultimate_jobs.inputs import NO_TENANT, Tenant, _NoTenant
 from ultimate_jobs.models import ConsumerState
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 from ultimate_jobs.schedule.declarations import task
 
 log = logging.getLogger("ultimate_jobs")
@@ -89,19 +97,38 @@ _END = object()
 # The consumer whose open/handle is running on this thread (its own enqueue is refused there).
 _inside: contextvars.ContextVar[str | None] = contextvars.ContextVar("ultimate_jobs_consumer", default=None)
 
+Cursor = TypeVar("Cursor")
+# A consumer's tenant: NO_TENANT, a tenant id, or callable(key) -> the key's tenant.
+ConsumerTenant = str | Callable[[str], str | int] | _NoTenant
+
+
+class ConsumerResult(TypedDict):
+    """A per-key run's result, when its stream ended: the key, the batches and items committed."""
+
+    key: str
+    batches: int
+    items: int
+
+
+class ArmResult(TypedDict):
+    """``<name>.arm``'s result: the keys ``keys()`` answered, and how many runs it started."""
+
+    keys: int
+    started: int
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Consumer:
     name: str
     handle: AnyJobHandle
     arm: AnyJobHandle
-    keys: Callable[[], Any]
-    open: Callable[..., Any]
-    handle_batch: Callable[..., Any]
-    load: Callable[[Any], Any]
-    save: Callable[[Any, Any], Any]
+    keys: Callable[[], Iterable[str]]
+    open: Callable[..., Iterable[object]]
+    handle_batch: Callable[..., object]
+    load: Callable[[str], object]
+    save: Callable[[str, Any], object]  # the cursor load answered, or handle_batch's next one
     batch: int
-    lag: Callable[..., Any] | None
+    lag: Callable[..., int | None] | None
 
 
 _declarations: weakref.WeakKeyDictionary[AnyJobHandle, Consumer] = weakref.WeakKeyDictionary()
@@ -128,7 +155,7 @@ class _Reader:
     """Pulls the app's iterator on a thread of its own, so a batch can stop waiting (linger, drain)
     while ``next()`` blocks; at most one batch of items is read ahead."""
 
-    def __init__(self, items: Iterator[Any], size: int, name: str) -> None:
+    def __init__(self, items: Iterator[object], size: int, name: str) -> None:
         self.queue: queues.Queue[Any] = queues.Queue(maxsize=size)
         self.stop = threading.Event()
         context = contextvars.copy_context()
@@ -136,7 +163,7 @@ class _Reader:
                                        name=f"consumer-reader[{name}]")
         self.thread.start()
 
-    def _pull(self, items: Iterator[Any]) -> None:
+    def _pull(self, items: Iterator[object]) -> None:
         try:
             for item in items:
                 while not self.stop.is_set():
@@ -153,7 +180,7 @@ class _Reader:
         finally:
             connections.close_all()  # an iterator reading the database did it on this thread's connection
 
-    def next_batch(self, size: int, cancel: Any) -> tuple[list[Any], bool]:
+    def next_batch(self, size: int, cancel: CancelToken) -> tuple[list[Any], bool]:
         """Up to ``size`` items (waiting for the first, lingering after it); and whether the stream ended."""
         items: list[Any] = []
         deadline: float | None = None
@@ -176,7 +203,7 @@ class _Reader:
         return items, False
 
 
-def run(spec: Consumer, ctx: Any, key: str) -> dict[str, Any]:
+def run(spec: Consumer, ctx: JobContext, key: str) -> ConsumerResult:
     token = _inside.set(spec.name)
     try:
         cursor = spec.load(key)
@@ -199,7 +226,7 @@ def run(spec: Consumer, ctx: Any, key: str) -> dict[str, Any]:
     return {"key": key, "batches": batches, "items": done}
 
 
-def _commit(spec: Consumer, ctx: Any, key: str, items: list[Any]) -> Any:
+def _commit(spec: Consumer, ctx: JobContext, key: str, items: list[Any]) -> object:
     """``handle`` and ``save`` in one transaction, with this key's report row."""
     with transaction.atomic():
         following = spec.handle_batch(items, key=key)
@@ -214,17 +241,17 @@ def _commit(spec: Consumer, ctx: Any, key: str, items: list[Any]) -> Any:
     return following
 
 
-def _report(spec: Consumer, ctx: Any, key: str, cursor: Any, done: int) -> None:
+def _report(spec: Consumer, ctx: JobContext, key: str, cursor: object, done: int) -> None:
     if spec.lag is None:
         ctx.progress(done)
         return
     behind = spec.lag(key=key, cursor=cursor)
-    behind = behind if isinstance(behind, int) and not isinstance(behind, bool) and behind >= 0 else None
+    behind = behind if is_whole(behind, 0) else None
     ConsumerState.objects.using(get_settings().DATABASE).filter(name=spec.name, key=key).update(lag=behind)
     ctx.progress(done, None if behind is None else done + behind)
 
 
-def _arm(spec: Consumer) -> dict[str, Any]:
+def _arm(spec: Consumer) -> ArmResult:
     keys = [str(k) for k in spec.keys()]
     results = spec.handle.enqueue_many([{"key": k} for k in keys]) if keys else []
     started = sum(1 for r in results if not r.deduped)
@@ -232,7 +259,7 @@ def _arm(spec: Consumer) -> dict[str, Any]:
     return {"keys": len(keys), "started": started}
 
 
-def _cron(rearm: Any, owner: str) -> str:
+def _cron(rearm: Duration, owner: str) -> str:
     try:
         seconds = to_seconds(rearm, subject="rearm", code=X_CONSUMER_INVALID)
     except _JobsError:
@@ -250,7 +277,7 @@ def _guard(handle: AnyJobHandle, name: str) -> None:
     running row and arm nothing."""
     using = handle.using
 
-    def guarded(**options: Any) -> Any:
+    def guarded(**options: Any) -> BoundJob[..., Any]:
         if _inside.get() == name:
             raise Terminal(f"consumer {name!r}: open/handle enqueued the consumer itself.",
                            code=X_CONSUMER_SELF_ENQUEUE)
@@ -259,11 +286,19 @@ def _guard(handle: AnyJobHandle, name: str) -> None:
     handle.using = guarded  # type: ignore[method-assign]  # enqueue and enqueue_many go through using
 
 
-def consumer(*, name: str, tenant: Any = None, keys: Any = None, open: Any = None,  # noqa: A002
-             handle: Any = None, cursor: Any = None, batch: int = 100, rearm: Any = "1m",
-             lag: Callable[..., Any] | None = None,
-             queue: str = "default", retry: Any = None, **unknown: Any) -> AnyJobHandle:
-    """Declare a consumer; see the module docstring for every option and refusal."""
+def consumer(*, name: str, tenant: ConsumerTenant | None = None,  # noqa: A002
+             keys: Callable[[], Iterable[str]] | None = None, open: Callable[..., Iterable[object]] | None = None,
+             handle: Callable[..., Cursor] | None = None,
+             cursor: tuple[Callable[[str], Cursor], Callable[[str, Cursor], object]] | None = None,
+             batch: int = 100, rearm: Duration = "1m", lag: Callable[..., int | None] | None = None,
+             queue: str = "default", retry: Retry | int | None = None,
+             **unknown: object) -> JobHandle[..., ConsumerResult]:
+    """Declare a consumer; see the module docstring for every option and refusal.
+
+    ``open(*, key, cursor, cancel)`` answers the items, ``handle(items, *, key)`` the cursor past
+    them (what ``cursor``'s ``save(key, next)`` stores and its ``load(key)`` answers), ``lag(*, key,
+    cursor)`` how far behind the key is. The handle's input, ``key=``, is keyword-only, which no
+    ParamSpec literal spells: it answers ``JobHandle[..., ConsumerResult]``."""
     code = X_CONSUMER_INVALID
     name = check_job_name(name)
     owner = f"consumer {name!r}"
@@ -272,32 +307,35 @@ def consumer(*, name: str, tenant: Any = None, keys: Any = None, open: Any = Non
             "unknown option(s)"
         raise _JobsError(code, f"{owner}: {why} ({', '.join(sorted(unknown))}).")
     if tenant is None:
-        raise _JobsError(code, f"{owner} has no tenant.", "Pass tenant=NO_TENANT or tenant=lambda key: key.")
-    for option, value in (("keys", keys), ("open", open), ("handle", handle)):
-        if not callable(value):
-            raise _JobsError(code, f"{owner}: {option}={value!r} is not callable.")
+        raise missing_tenant(owner=owner, code=code, fix="Pass tenant=NO_TENANT or tenant=lambda key: key.")
+    keys = require_callable(keys, owner=owner, option="keys", code=code)
+    open = require_callable(open, owner=owner, option="open", code=code)
+    handle = require_callable(handle, owner=owner, option="handle", code=code)
     if not (isinstance(cursor, tuple | list) and len(cursor) == 2 and all(callable(c) for c in cursor)):
         raise _JobsError(code, f"{owner}: cursor={cursor!r} is not a (load(key), save(key, next)) pair.")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise _JobsError(code, f"{owner}: batch={batch!r} must be a whole number >= 1.")
-    if lag is not None and not callable(lag):
-        raise _JobsError(code, f"{owner}: lag={lag!r} is not callable.")
+    batch = whole_number(batch, owner=owner, option="batch", unit="items", code=code,
+                         fix="Set batch=100 (items per transaction), or leave it out.")
+    lag = optional_callable(lag, owner=owner, option="lag", code=code)
     cron = _cron(rearm, owner)
     declared: dict[str, Consumer] = {}
-    module = sys._getframe(1).f_globals.get("__name__", "?")
 
-    def consume(ctx: Any, *, key: str) -> dict[str, Any]:
+    def consume(ctx: JobContext, /, *, key: str) -> ConsumerResult:
         return run(declared["self"], ctx, key)
 
-    def arm(ctx: Any) -> dict[str, Any]:
+    def arm(ctx: JobContext, /) -> ArmResult:
         return _arm(declared["self"])
 
-    for fn, label in ((consume, f"consumer[{name}]"), (arm, f"consumer[{name}].arm")):
-        fn.__module__, fn.__qualname__, fn.__name__ = module, label, label
-    job_tenant = tenant if tenant is NO_TENANT or isinstance(tenant, str) else (lambda key: tenant(key))
-    per_key = job(consume, name=name, idempotency_key=lambda key: f"consumer:{name}:{key}", tenant=job_tenant,
-                  queue=queue, retry=retry, concurrency=Concurrency(key="{key}", limit=1, when_busy="wait"))
-    arm_handle = job(arm, name=f"{name}.arm", idempotency_key=f"consumer:{name}.arm", tenant=NO_TENANT, queue=queue)
+    job_tenant: Tenant
+    if isinstance(tenant, str | _NoTenant):
+        job_tenant = tenant
+    else:
+        tenant_of = tenant
+        job_tenant = lambda key: tenant_of(key)  # noqa: E731 - @job renders a tenant by keyword: key=
+    per_key = declare(consume, label=f"consumer[{name}]", name=name, tenant=job_tenant, queue=queue, retry=retry,
+                      idempotency_key=lambda key: f"consumer:{name}:{key}",
+                      concurrency=Concurrency(key="{key}", limit=1, when_busy="wait"))
+    arm_handle = declare(arm, label=f"consumer[{name}].arm", name=f"{name}.arm", tenant=NO_TENANT, queue=queue,
+                         idempotency_key=f"consumer:{name}.arm")
     task(name=f"{name}.supervisor", cron=cron, tz="UTC", job=arm_handle)
     spec = Consumer(name=name, handle=per_key, arm=arm_handle, keys=keys, open=open, handle_batch=handle,
                     load=cursor[0], save=cursor[1], batch=batch, lag=lag)

@@ -40,60 +40,75 @@ Refused at declaration (``X_JOB_DECLARATION_INVALID``, ``X_JOB_TENANT_REQUIRED``
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, time
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from django.core.files.base import ContentFile
-from django.db.models import CompositePrimaryKey, QuerySet
+from django.core.files.storage import Storage
+from django.db.models import CompositePrimaryKey, Model, QuerySet
 
 from ultimate_jobs import jsoncodec
-from ultimate_jobs.declaration import job
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration
 from ultimate_jobs.errors import (
     X_EXPORT_SOURCE_INVALID,
     X_INVARIANT,
     X_JOB_DECLARATION_INVALID,
-    X_JOB_TENANT_REQUIRED,
     JobsError,
     Terminal,
 )
-from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.factories.kit import declare, input_key, missing_tenant, require_callable, whole_number
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.inputs import IdempotencyKey, Tenant
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 
-__all__ = ["FORMATS", "encode_rows", "export_rows", "input_digest_key", "render_prefix", "write_object"]
+__all__ = ["FORMATS", "encode_rows", "export_rows", "render_prefix", "write_object"]
 
-FORMATS = ("csv", "ndjson")
+Format = Literal["csv", "ndjson"]
+FORMATS: tuple[Format, ...] = ("csv", "ndjson")
 DEFAULT_PAGE = 10_000
 MAX_PAGE = 1_000_000
 _FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def export_rows(*, name: str, tenant: Any = None, source: Callable[..., Any], fields: Sequence[str],
-                storage: Callable[[], Any], prefix: str | Callable[..., str], format: str = "csv",
-                page: int = DEFAULT_PAGE, idempotency_key: Any = None, queue: str = "default", retry: Any = None,
-                timeout: Any = None) -> AnyJobHandle:
-    """Declare an export; see the module docstring for every option, the objects and the result."""
+# A path: a format string over the input (``"exports/{org}/orders"``) or a callable(**input) -> str.
+Prefix = str | Callable[..., str]
+
+
+class ExportResult(TypedDict):
+    """An export's result: the parts written, the rows in them, the run's prefix and each object."""
+
+    pages: int
+    rows: int
+    prefix: str
+    objects: list[str]
+
+
+def export_rows(*, name: str, tenant: Tenant | None = None, source: Callable[..., QuerySet[Model, object]],
+                fields: Sequence[str], storage: Callable[[], Storage], prefix: Prefix, format: Format = "csv",
+                page: int = DEFAULT_PAGE, idempotency_key: IdempotencyKey | None = None, queue: str = "default",
+                retry: Retry | int | None = None, timeout: Duration | None = None) -> JobHandle[..., ExportResult]:
+    """Declare an export; see the module docstring for every option, the objects and the result.
+
+    ``source(ctx, **input)`` answers the QuerySet. The handle's input is the app's keyword-only
+    input, which no ParamSpec literal spells: it answers ``JobHandle[..., ExportResult]``."""
     name = check_job_name(name)
     owner = f"export_rows {name!r}"
     if tenant is None:
-        raise JobsError(X_JOB_TENANT_REQUIRED, f"{owner} has no tenant; an export reads rows someone can download.",
-                        "Pass tenant=NO_TENANT for tables without tenants, or the input's tenant.")
+        raise missing_tenant(owner=owner, why="an export reads rows someone can download",
+                             fix="Pass tenant=NO_TENANT for tables without tenants, or the input's tenant.")
     for option, value in (("source", source), ("storage", storage)):
-        if not callable(value):
-            raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: {option}={value!r} is not callable.")
+        require_callable(value, owner=owner, option=option)
     fields = check_fields(owner, fields)
     check_format(owner, format)
     check_prefix(owner, prefix)
-    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: page={page!r} is not a whole number of rows from 1 "
-                        f"to {MAX_PAGE:,}.", f"Set page={DEFAULT_PAGE}.")
+    page = whole_number(page, owner=owner, option="page", high=MAX_PAGE, unit="rows", fix=f"Set page={DEFAULT_PAGE}.")
 
-    def body(ctx: Any, **input: Any) -> dict[str, Any]:
-        queryset = source(ctx, **input)
-        check_source(owner, queryset)
+    def body(ctx: JobContext, /, **input: Any) -> ExportResult:
+        queryset = check_source(owner, source(ctx, **input))
         run_prefix = f"{render_prefix(prefix, input)}/{ctx.run_id}"
         target = storage()
         pages = rows = 0
@@ -116,17 +131,13 @@ def export_rows(*, name: str, tenant: Any = None, source: Callable[..., Any], fi
                 break
         return {"pages": pages, "rows": rows, "prefix": run_prefix, "objects": objects}
 
-    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    body.__qualname__ = body.__name__ = f"export_rows[{name}]"
-    body.__doc__ = f"The export {name!r}."
-    key = idempotency_key if idempotency_key is not None else input_digest_key(name)
-    handle: AnyJobHandle = job(body, name=name, idempotency_key=key, tenant=tenant, queue=queue, retry=retry,
-                               timeout=timeout)
-    return handle
+    return declare(body, label=f"export_rows[{name}]", doc=f"The export {name!r}.", name=name,
+                   idempotency_key=input_key(name, idempotency_key), tenant=tenant, queue=queue, retry=retry,
+                   timeout=timeout)
 
 
-def _page(queryset: QuerySet, fields: Sequence[str], format: str, storage: Any, run_prefix: str, index: int,
-          after: Any, size: int) -> dict[str, Any]:
+def _page(queryset: QuerySet[Model, object], fields: Sequence[str], format: Format, storage: Storage,
+          run_prefix: str, index: int, after: Any, size: int) -> dict[str, Any]:
     ordered = queryset.order_by("pk")
     if after is not None:
         ordered = ordered.filter(pk__gt=after)
@@ -139,7 +150,7 @@ def _page(queryset: QuerySet, fields: Sequence[str], format: str, storage: Any, 
     return {"cursor": last, "rows": len(found), "object": object_name}
 
 
-def encode_rows(rows: Iterable[Sequence[Any]], fields: Sequence[str], format: str) -> bytes:
+def encode_rows(rows: Iterable[Sequence[object]], fields: Sequence[str], format: Format) -> bytes:
     """One part's bytes: CSV (header first, RFC 4180 quoting, the formula guard) or NDJSON."""
     if format == "ndjson":
         return b"".join((jsoncodec.dumps(dict(zip(fields, row, strict=True))) + "\n").encode() for row in rows)
@@ -150,7 +161,7 @@ def encode_rows(rows: Iterable[Sequence[Any]], fields: Sequence[str], format: st
     return out.getvalue().encode()
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -164,7 +175,7 @@ def _cell(value: Any) -> Any:
     return str(value)  # Decimal, UUID and the like: their text, never guarded (not app-entered strings)
 
 
-def write_object(storage: Any, name: str, data: bytes) -> None:
+def write_object(storage: Storage, name: str, data: bytes) -> None:
     """Write ``data`` as exactly ``name``, replacing an earlier write of it (a replayed page)."""
     if storage.exists(name):
         storage.delete(name)
@@ -174,35 +185,27 @@ def write_object(storage: Any, name: str, data: bytes) -> None:
                        "overwrites it.", code=X_INVARIANT, fix="Use a storage that saves a name it was given as is.")
 
 
-def render_prefix(prefix: str | Callable[..., str], input: dict[str, Any]) -> str:
+def render_prefix(prefix: Prefix, input: Mapping[str, Any]) -> str:
     rendered = prefix(**input) if callable(prefix) else prefix.format_map(input)
     if not isinstance(rendered, str) or not rendered.strip("/"):
         raise Terminal(f"prefix answered {rendered!r}; it must be a non-empty path.", code=X_JOB_DECLARATION_INVALID)
     return rendered.strip("/")
 
 
-def input_digest_key(name: str) -> Callable[..., str]:
-    """The default idempotency key: the name and a digest of the input (one live run per input)."""
-    def key(**input: Any) -> str:
-        if not input:
-            return name
-        return f"{name}:{hashlib.sha256(jsoncodec.dumps(input).encode()).hexdigest()[:32]}"
-    return key
-
-
-def check_source(owner: str, source: Any) -> None:
-    problem = None
+def check_source(owner: str, source: object) -> QuerySet[Model, object]:
+    """``source`` when it is an unsliced QuerySet keyed by one column; else terminal."""
     if not isinstance(source, QuerySet):
         problem = f"answered {type(source).__name__}, not a QuerySet"
     elif source.query.is_sliced:
         problem = "answered a sliced QuerySet (the pass pages it by primary key itself)"
     elif isinstance(source.model._meta.pk, CompositePrimaryKey):
         problem = f"selects {source.model.__name__}, whose primary key spans several columns"
-    if problem:
-        raise Terminal(f"{owner}: source {problem}.", code=X_EXPORT_SOURCE_INVALID)
+    else:
+        return source
+    raise Terminal(f"{owner}: source {problem}.", code=X_EXPORT_SOURCE_INVALID)
 
 
-def check_fields(owner: str, fields: Any) -> tuple[str, ...]:
+def check_fields(owner: str, fields: object) -> tuple[str, ...]:
     if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields or not all(
             isinstance(f, str) and f for f in fields) or len(set(fields)) != len(fields):
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: fields={fields!r} is not a list of distinct field "
@@ -210,13 +213,14 @@ def check_fields(owner: str, fields: Any) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def check_format(owner: str, format: Any) -> None:
+def check_format(owner: str, format: object) -> None:
     if format not in FORMATS:
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: format={format!r} is not one of {', '.join(FORMATS)}.",
                         'Pass format="csv" or format="ndjson".')
 
 
-def check_prefix(owner: str, prefix: Any) -> None:
+def check_prefix(owner: str, prefix: object, *, option: str = "prefix",
+                 fix: str = 'Pass prefix="exports/{org}/orders".') -> None:
     if not (callable(prefix) or (isinstance(prefix, str) and prefix.strip("/"))):
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: prefix={prefix!r} is neither a non-empty path nor a "
-                        "callable(**input) -> str.", 'Pass prefix="exports/{org}/orders".')
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: {option}={prefix!r} is neither a non-empty path nor "
+                        "a callable(**input) -> str.", fix)

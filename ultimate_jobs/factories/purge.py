@@ -43,19 +43,19 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from django.db.models.manager import BaseManager
 
 from ultimate_jobs import clock
-from ultimate_jobs.context import CancelToken
-from ultimate_jobs.declaration import job
+from ultimate_jobs.context import CancelToken, JobContext
+from ultimate_jobs.durations import Duration
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
-from ultimate_jobs.handle import AnyJobHandle
-from ultimate_jobs.inputs import NO_TENANT
+from ultimate_jobs.factories.kit import declare, literal_key
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.inputs import NO_TENANT, Tenant
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
@@ -67,20 +67,32 @@ MAX_LABEL_CHARS = 200 - len(STEP_PREFIX)  # a step name is at most 200 character
 _running: contextvars.ContextVar[CancelToken | None] = contextvars.ContextVar("purge_run", default=None)
 
 
+# A target's purge_expired(now): what it answers (an int or a dict of counts) is its step's output.
+PurgeMethod = Callable[[datetime], object]
+
+
+class PurgeResult(TypedDict):
+    """A pass's result: the purge's name, the clock reading every target was given (ISO), and
+    each target's output by label."""
+
+    name: str
+    now: str
+    targets: dict[str, object]
+
+
 def cancelled() -> bool:
     """Whether the purge run calling this target was cancelled; False outside a run."""
     token = _running.get()
     return token is not None and token.is_set()
 
 
-def purge(*, name: str, targets: Iterable[Any], tenant: Any = NO_TENANT, queue: str = "default",
-          retry: Retry | int | None = None, timeout: Any = None) -> AnyJobHandle:
+def purge(*, name: str, targets: Iterable[object], tenant: Tenant = NO_TENANT, queue: str = "default",
+          retry: Retry | int | None = None, timeout: Duration | None = None) -> JobHandle[[], PurgeResult]:
     """Declare a purge job; see the module docstring for targets, the result and every refusal."""
     name = check_job_name(name)
     resolved = _resolve_targets(name, targets)
-    caller = sys._getframe(1).f_globals.get("__name__", "?")
 
-    def body(ctx: Any) -> dict[str, Any]:
+    def body(ctx: JobContext, /) -> PurgeResult:
         reset = _running.set(ctx.cancelled)
         try:
             stamp = ctx.step.run(CLOCK_STEP, clock.now)  # its stored form: the same on every attempt
@@ -90,19 +102,12 @@ def purge(*, name: str, targets: Iterable[Any], tenant: Any = NO_TENANT, queue: 
             _running.reset(reset)
         return {"name": name, "now": stamp, "targets": outputs}
 
-    # The declaring module is the handle's source: a second declaration of the name from another
-    # module is X_JOB_DUPLICATE, while re-running the same module (a reload) replaces it.
-    body.__module__ = caller
-    body.__name__ = "purge"
-    body.__qualname__ = f"purge({name!r})"
-    body.__doc__ = f"Purge the expired rows of {', '.join(label for label, _ in resolved)}."
-    key = name.replace("{", "{{").replace("}", "}}")  # the key is the name itself, never a format
-    handle: AnyJobHandle = job(name=name, idempotency_key=key, tenant=tenant, queue=queue, retry=retry,
-                            timeout=timeout)(body)
-    return handle
+    return declare(body, label=f"purge({name!r})", function_name="purge",
+                   doc=f"Purge the expired rows of {', '.join(label for label, _ in resolved)}.", name=name,
+                   idempotency_key=literal_key(name), tenant=tenant, queue=queue, retry=retry, timeout=timeout)
 
 
-def _call(fn: Callable[[Any], Any], now: datetime) -> Callable[[], Any]:
+def _call(fn: PurgeMethod, now: datetime) -> Callable[[], object]:
     return lambda: fn(now)
 
 
@@ -110,12 +115,12 @@ def _refuse(name: str, cause: str, fix: str) -> JobsError:
     return JobsError(X_JOB_DECLARATION_INVALID, f"purge {name!r}: {cause}", fix)
 
 
-def _resolve_targets(name: str, targets: Any) -> list[tuple[str, Callable[[Any], Any]]]:
+def _resolve_targets(name: str, targets: object) -> list[tuple[str, PurgeMethod]]:
     """Each target's ``(label, purge_expired)``; refuse what cannot be called as ``purge_expired(now)``."""
     if isinstance(targets, str | bytes | Mapping) or not isinstance(targets, Iterable):
         raise _refuse(name, f"targets={targets!r} is not a list of targets.",
                       "Pass targets=[...]: objects with a purge_expired(now) method.")
-    resolved: list[tuple[str, Callable[[Any], Any]]] = []
+    resolved: list[tuple[str, PurgeMethod]] = []
     for target in list(targets):
         label = _label(name, target)
         method = _purge_method(name, target, label)
@@ -129,7 +134,7 @@ def _resolve_targets(name: str, targets: Any) -> list[tuple[str, Callable[[Any],
     return resolved
 
 
-def _label(name: str, target: Any) -> str:
+def _label(name: str, target: object) -> str:
     if isinstance(target, BaseManager) and isinstance(target.model, type):
         return target.model.__name__  # a manager's own name is "objects": label it by its model
     own = getattr(target, "name", None)  # a model's ``name`` field is a descriptor, not a string
@@ -141,7 +146,7 @@ def _label(name: str, target: Any) -> str:
     return target.__name__ if isinstance(target, type) else type(target).__name__
 
 
-def _purge_method(name: str, target: Any, label: str) -> Callable[[Any], Any]:
+def _purge_method(name: str, target: object, label: str) -> PurgeMethod:
     fix = ("Give the target a purge_expired(now) method (a @classmethod on a class or model), or pass an "
            "instance.")
     method = _bound(target)
@@ -160,9 +165,9 @@ def _purge_method(name: str, target: Any, label: str) -> Callable[[Any], Any]:
     return method
 
 
-def _bound(target: Any) -> Callable[[Any], Any] | None:
+def _bound(target: object) -> PurgeMethod | None:
     """``target.purge_expired`` when calling it passes ``now`` first (not a class's instance method)."""
-    method = getattr(target, "purge_expired", None)
+    method: object = getattr(target, "purge_expired", None)
     if not callable(method):
         return None
     if isinstance(target, type):

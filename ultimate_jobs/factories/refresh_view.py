@@ -34,22 +34,23 @@ without a unique index.
 
 from __future__ import annotations
 
-import sys
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from django.db import connections, models, router
 
+from ultimate_jobs.context import JobContext
 from ultimate_jobs.db import store_for
-from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_JOB_REFRESH_VIEW_INVALID, JobsError, Terminal
-from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.factories.kit import declare, literal_key, require_bool
+from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.registry import get_job_handle, registered_jobs
+from ultimate_jobs.retry import Retry
 
-__all__ = ["RefreshView", "refresh_view", "registered_views", "view_problem"]
+__all__ = ["RefreshResult", "RefreshView", "refresh_view", "registered_views", "view_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,13 @@ class RefreshView:
     database: str
 
 
+class RefreshResult(TypedDict):
+    """A run's result: the view refreshed, and whether concurrently."""
+
+    view: str
+    concurrently: bool
+
+
 _declarations: weakref.WeakKeyDictionary[AnyJobHandle, RefreshView] = weakref.WeakKeyDictionary()
 
 
@@ -70,9 +78,11 @@ def registered_views() -> list[RefreshView]:
     return [_declarations[h] for h in registered_jobs() if h in _declarations]
 
 
-def refresh_view(*, name: str, view: Any, concurrently: bool = False, database: str | None = None,
-                 queue: str = "default", retry: Any = None) -> AnyJobHandle:
+def refresh_view(*, name: str, view: type[models.Model] | str, concurrently: bool = False,
+                 database: str | None = None, queue: str = "default",
+                 retry: Retry | int | None = None) -> JobHandle[[], RefreshResult]:
     """Declare a refresh; see the module docstring for every option and refusal."""
+    code = X_JOB_REFRESH_VIEW_INVALID
     name = check_job_name(name)
     owner = f"refresh_view {name!r}"
     if isinstance(view, type) and issubclass(view, models.Model):
@@ -82,33 +92,29 @@ def refresh_view(*, name: str, view: Any, concurrently: bool = False, database: 
         relation = view.strip()
         database = database or "default"
     else:
-        raise JobsError(X_JOB_REFRESH_VIEW_INVALID, f"{owner}: view={view!r} is neither a model nor a relation name.")
-    if not isinstance(concurrently, bool):
-        raise JobsError(X_JOB_REFRESH_VIEW_INVALID, f"{owner}: concurrently={concurrently!r} must be True or False.")
+        raise JobsError(code, f"{owner}: view={view!r} is neither a model nor a relation name.")
+    concurrently = require_bool(concurrently, owner=owner, option="concurrently", code=code)
     if database not in connections:
-        raise JobsError(X_JOB_REFRESH_VIEW_INVALID, f"{owner}: database={database!r} is not in DATABASES.")
+        raise JobsError(code, f"{owner}: database={database!r} is not in DATABASES.")
     if connections[database].vendor != "postgresql":
-        raise JobsError(X_JOB_REFRESH_VIEW_INVALID, f"{owner}: the database {database!r} is "
-                        f"{connections[database].vendor}, which has no materialized views.",
-                        "Declare refresh_view only where the view lives on PostgreSQL.")
+        raise JobsError(code, f"{owner}: the database {database!r} is {connections[database].vendor}, which has no "
+                        "materialized views.", "Declare refresh_view only where the view lives on PostgreSQL.")
     declared = RefreshView(name=name, view=relation, concurrently=concurrently, database=database)
 
-    def body(ctx: Any) -> dict[str, Any]:
-        def refresh() -> dict[str, Any]:
+    def body(ctx: JobContext, /) -> RefreshResult:
+        def refresh() -> RefreshResult:
             store = store_for(declared.database)
             problem, qualified = view_problem(declared)
             if problem is not None or qualified is None:
-                raise Terminal(problem or "", code=X_JOB_REFRESH_VIEW_INVALID)
+                raise Terminal(problem or "", code=code)
             store.view_refresh(name=qualified, concurrently=declared.concurrently)
             return {"view": declared.view, "concurrently": declared.concurrently}
 
-        return ctx.step.run("refresh", refresh)
+        out: RefreshResult = ctx.step.run("refresh", refresh)
+        return out
 
-    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    body.__qualname__ = body.__name__ = f"refresh_view[{name}]"
-    body.__doc__ = f"Refresh the materialized view {relation}."
-    key = name.replace("{", "{{").replace("}", "}}")
-    handle: AnyJobHandle = job(body, name=name, idempotency_key=key, tenant=NO_TENANT, queue=queue, retry=retry)
+    handle = declare(body, label=f"refresh_view[{name}]", doc=f"Refresh the materialized view {relation}.",
+                     name=name, idempotency_key=literal_key(name), tenant=NO_TENANT, queue=queue, retry=retry)
     _declarations[handle] = declared
     return handle
 

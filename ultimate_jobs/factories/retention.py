@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.routing import aliases
+from ultimate_jobs.db.store import Store
+from ultimate_jobs.factories.kit import is_whole
 from ultimate_jobs.factories.purge import cancelled, purge
 from ultimate_jobs.factories.webhook.ledger import webhook_deliveries
 from ultimate_jobs.retry import Retry
@@ -53,14 +54,14 @@ class _BatchedTarget:
     name = ""
 
     def __init__(self, *, batch: int = 1000) -> None:
-        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        if not is_whole(batch, 1, MAX_BATCH):
             raise ValueError(f"batch={batch!r} must be a whole number from 1 to {MAX_BATCH}")
         self.batch = batch
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} batch={self.batch}>"
 
-    def delete_one_batch(self, store: Any, now: datetime) -> dict[str, int]:
+    def delete_one_batch(self, store: Store, now: datetime) -> dict[str, int]:
         """Delete at most ``self.batch`` rows; answer the counts, the first being the rows deleted."""
         raise NotImplementedError
 
@@ -84,7 +85,7 @@ class FinishedJobs(_BatchedTarget):
 
     name = "jobs"
 
-    def delete_one_batch(self, store: Any, now: datetime) -> dict[str, int]:
+    def delete_one_batch(self, store: Store, now: datetime) -> dict[str, int]:
         conf = get_settings()
         purged = store.job_purge_finished(done_retention=conf.DONE_RETENTION, dead_retention=conf.DEAD_RETENTION,
                                           limit=self.batch, now=now)
@@ -96,7 +97,7 @@ class StoredEvents(_BatchedTarget):
 
     name = "events"
 
-    def delete_one_batch(self, store: Any, now: datetime) -> dict[str, int]:
+    def delete_one_batch(self, store: Store, now: datetime) -> dict[str, int]:
         return {"events": store.event_purge(retention=get_settings().DEAD_RETENTION, now=now, limit=self.batch)}
 
 

@@ -41,29 +41,38 @@ that is not callable).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, TypedDict, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import models, router, transaction
 
 from ultimate_jobs import clock
-from ultimate_jobs.declaration import job
-from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_ROLLUP_INVALID, JobsError, Terminal
-from ultimate_jobs.factories.export_rows import input_digest_key
-from ultimate_jobs.handle import AnyJobHandle
-from ultimate_jobs.inputs import NO_TENANT
+from ultimate_jobs.factories.kit import declare, input_key, positive_duration
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.inputs import NO_TENANT, Tenant
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 
-__all__ = ["BUCKETS", "bucket_start", "rollup"]
+__all__ = ["BUCKETS", "RollupResult", "bucket_start", "rollup"]
 
-BUCKETS = ("minute", "hour", "day", "week", "month")
+Bucket = Literal["minute", "hour", "day", "week", "month"]
+BUCKETS: tuple[Bucket, ...] = ("minute", "hour", "day", "week", "month")
+M = TypeVar("M", bound=models.Model)
 
 
-def bucket_start(instant: datetime, bucket: str, zone: ZoneInfo) -> datetime:
+class RollupResult(TypedDict):
+    """A run's result: the first instant read (ISO), and the rows upserted."""
+
+    since: str
+    rows: int
+
+
+def bucket_start(instant: datetime, bucket: Bucket, zone: ZoneInfo) -> datetime:
     """The first instant of the ``bucket`` holding ``instant``, bounded in ``zone`` (an aware
     datetime in ``zone``). Local midnight is found on the wall clock, then converted: the day of a
     DST change starts at its own offset."""
@@ -82,10 +91,15 @@ def bucket_start(instant: datetime, bucket: str, zone: ZoneInfo) -> datetime:
     return start.astimezone(UTC).astimezone(zone)  # a wall time in a DST gap normalised to a real instant
 
 
-def rollup(*, name: str, into: Any, key: Sequence[str], lookback: Any, bucket: str, tz: str,
-           source: Callable[..., Any], map: Callable[..., Any], tenant: Any = NO_TENANT, queue: str = "default",
-           retry: Any = None) -> AnyJobHandle:
-    """Declare a rollup; see the module docstring for every option and refusal."""
+def rollup(*, name: str, into: type[M], key: Sequence[str], lookback: Duration | None, bucket: Bucket, tz: str,
+           source: Callable[..., Iterable[object]], map: Callable[..., M | Mapping[str, object]],
+           tenant: Tenant = NO_TENANT, queue: str = "default",
+           retry: Retry | int | None = None) -> JobHandle[..., RollupResult]:
+    """Declare a rollup; see the module docstring for every option and refusal.
+
+    ``source(*, since, bucket, tz, **input)`` answers the points, ``map(point, **input)`` one row of
+    ``into`` (an instance or a dict of its fields). The handle's input is the app's keyword-only
+    input, which no ParamSpec literal spells: it answers ``JobHandle[..., RollupResult]``."""
     name = check_job_name(name)
     owner = f"rollup {name!r}"
 
@@ -94,7 +108,7 @@ def rollup(*, name: str, into: Any, key: Sequence[str], lookback: Any, bucket: s
 
     if lookback is None:
         raise refuse("has no lookback; it is how late a row may arrive and still count.")
-    window = to_seconds(lookback, subject=f"{owner} lookback", code=X_JOB_ROLLUP_INVALID)
+    window = positive_duration(lookback, owner=owner, option="lookback", code=X_JOB_ROLLUP_INVALID)
     if bucket not in BUCKETS:
         raise refuse(f"bucket={bucket!r} is not one of {', '.join(BUCKETS)}.")
     try:
@@ -116,11 +130,11 @@ def rollup(*, name: str, into: Any, key: Sequence[str], lookback: Any, bucket: s
             raise refuse(f"{option}={value!r} is not callable.")
     updated = [f.name for f in into._meta.concrete_fields if not f.primary_key and f.name not in key]
 
-    def body(ctx: Any, **input: Any) -> dict[str, Any]:
+    def body(ctx: JobContext, /, **input: Any) -> RollupResult:
         now = datetime.fromisoformat(ctx.step.run("now", lambda: clock.now().isoformat()))
         since = bucket_start(now - timedelta(seconds=window), bucket, zone)
 
-        def upsert() -> dict[str, Any]:
+        def upsert() -> RollupResult:
             rows = [as_row(into, map(point, **input), owner) for point in source(since=since, bucket=bucket, tz=zone,
                                                                                   **input)]
             database = router.db_for_write(into)
@@ -129,17 +143,14 @@ def rollup(*, name: str, into: Any, key: Sequence[str], lookback: Any, bucket: s
                     rows, update_conflicts=True, unique_fields=list(key), update_fields=updated or None)
             return {"since": since.isoformat(), "rows": len(rows)}
 
-        return ctx.step.run("upsert", upsert)
+        out: RollupResult = ctx.step.run("upsert", upsert)
+        return out
 
-    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    body.__qualname__ = body.__name__ = f"rollup[{name}]"
-    body.__doc__ = f"The rollup {name!r} into {into.__name__}."
-    handle: AnyJobHandle = job(body, name=name, idempotency_key=input_digest_key(name), tenant=tenant, queue=queue,
-                               retry=retry)
-    return handle
+    return declare(body, label=f"rollup[{name}]", doc=f"The rollup {name!r} into {into.__name__}.", name=name,
+                   idempotency_key=input_key(name), tenant=tenant, queue=queue, retry=retry)
 
 
-def unique_covers(model: Any, key: tuple[str, ...]) -> bool:
+def unique_covers(model: type[models.Model], key: tuple[str, ...]) -> bool:
     """Whether a unique constraint (unconditional), ``unique_together`` or a unique field of
     ``model`` is exactly ``key``."""
     wanted = set(key)
@@ -149,7 +160,7 @@ def unique_covers(model: Any, key: tuple[str, ...]) -> bool:
     return wanted in sets and len(wanted) == len(key)
 
 
-def as_row(model: Any, value: Any, owner: str) -> Any:
+def as_row(model: type[M], value: object, owner: str) -> M:
     if isinstance(value, model):
         return value
     if isinstance(value, dict):

@@ -50,11 +50,10 @@ Logged events: ``jobs.webhook.received``, ``jobs.webhook.refused`` (warning, wit
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -63,7 +62,7 @@ from django.urls import path as route_pattern
 from django.views.decorators.csrf import csrf_exempt
 
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import job
+from ultimate_jobs.context import JobContext
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import (
     X_WEBHOOK_BODY_TOO_LARGE,
@@ -74,8 +73,11 @@ from ultimate_jobs.errors import (
     X_WEBHOOK_SIGNATURE_INVALID,
     JobsError,
 )
-from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.factories.kit import declare, is_whole, missing_tenant, require_callable, whole_number
+from ultimate_jobs.handle import AnyJobHandle, JobHandle
+from ultimate_jobs.inputs import Tenant
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -88,6 +90,9 @@ CHUNK = 64 * 1024
 urlpatterns: list[URLPattern] = []
 _lock = threading.Lock()
 
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
 
 @dataclass(frozen=True, slots=True)
 class Inbound:
@@ -98,12 +103,19 @@ class Inbound:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+class ReceiverHandler(Protocol[R_co]):
+    """``handle``: the job's body, given the verified event (``payload`` is whatever JSON ``verify``
+    answered) and the run's context."""
+
+    def __call__(self, *, event_id: str, payload: Any, ctx: JobContext) -> R_co: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Receiver:
     name: str
     path: str
     handle: AnyJobHandle
-    verify: Callable[[Inbound], Any]
+    verify: Callable[[Inbound], object]
     max_bytes: int
 
 
@@ -130,8 +142,8 @@ def _read(request: HttpRequest, limit: int) -> bytes | None:
         chunks.append(chunk)
 
 
-def _event_id(value: Any) -> str | None:
-    if isinstance(value, int) and not isinstance(value, bool):
+def _event_id(value: object) -> str | None:
+    if is_whole(value):
         value = str(value)
     if isinstance(value, str) and 1 <= len(value) <= 200 and all(33 <= ord(c) < 127 for c in value):
         return value
@@ -173,14 +185,18 @@ def receive(receiver: Receiver, request: HttpRequest, params: dict[str, Any]) ->
     return JsonResponse({"ok": True, "event_id": event_id, "deduped": bool(result.deduped)})
 
 
-def _get(answer: Any, key: str) -> Any:
+def _get(answer: object, key: str) -> Any:
     return answer.get(key) if isinstance(answer, Mapping) else None
 
 
-def webhook_receiver(*, name: str, path: str, tenant: Any = None, verify: Callable[[Inbound], Any],  # noqa: A002
-                     handle: Callable[..., Any], max_bytes: int = DEFAULT_MAX_BYTES, queue: str = "default",
-                     retry: Any = None) -> AnyJobHandle:
-    """Declare an inbound webhook; see the module docstring for every option and refusal."""
+def webhook_receiver(*, name: str, path: str, tenant: Tenant | None = None,  # noqa: A002
+                     verify: Callable[[Inbound], Mapping[str, object]], handle: ReceiverHandler[R],
+                     max_bytes: int = DEFAULT_MAX_BYTES, queue: str = "default",
+                     retry: Retry | int | None = None) -> JobHandle[..., R]:
+    """Declare an inbound webhook; see the module docstring for every option and refusal.
+
+    The handle's input, ``event_id=`` and ``payload=``, is keyword-only, which no ParamSpec literal
+    spells: it answers ``JobHandle[..., R]``, ``R`` being what ``handle`` answers."""
     code = X_WEBHOOK_RECEIVER_INVALID
     name = check_job_name(name)
     owner = f"webhook_receiver {name!r}"
@@ -189,12 +205,11 @@ def webhook_receiver(*, name: str, path: str, tenant: Any = None, verify: Callab
         raise JobsError(code, f"{owner}: path={route!r} must be a Django route without a leading '/'.",
                         'Pass path="hooks/billing/<str:account>/".')
     if tenant is None:
-        raise JobsError(code, f"{owner} has no tenant.", "Pass tenant=NO_TENANT or tenant=lambda payload, **_: ...")
+        raise missing_tenant(owner=owner, code=code, fix="Pass tenant=NO_TENANT or tenant=lambda payload, **_: ...")
     for option, value in (("verify", verify), ("handle", handle)):
-        if not callable(value):
-            raise JobsError(code, f"{owner}: {option}={value!r} is not callable.")
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-        raise JobsError(code, f"{owner}: max_bytes={max_bytes!r} must be a whole number of bytes >= 1.")
+        require_callable(value, owner=owner, option=option, code=code)
+    max_bytes = whole_number(max_bytes, owner=owner, option="max_bytes", unit="bytes", code=code,
+                             fix=f"Set max_bytes={DEFAULT_MAX_BYTES} (1 MiB), or the largest body a sender posts.")
 
     declared: dict[str, Receiver] = {}
 
@@ -208,13 +223,11 @@ def webhook_receiver(*, name: str, path: str, tenant: Any = None, verify: Callab
     except Exception as exc:  # Django's route compiler raises ImproperlyConfigured or ValueError
         raise JobsError(code, f"{owner}: path={route!r} is not a Django route ({type(exc).__name__}).") from None
 
-    def run(ctx: Any, *, event_id: str, payload: Any = None) -> Any:
+    def run(ctx: JobContext, /, *, event_id: str, payload: Any = None) -> R:
         return handle(event_id=event_id, payload=payload, ctx=ctx)
 
-    run.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    run.__qualname__ = run.__name__ = f"webhook_receiver[{name}]"
-    job_handle = job(run, name=name, idempotency_key="{event_id}", tenant=tenant, queue=queue, retry=retry,
-                     sensitive=True)
+    job_handle = declare(run, label=f"webhook_receiver[{name}]", name=name, idempotency_key="{event_id}",
+                         tenant=tenant, queue=queue, retry=retry, sensitive=True)
     declared["self"] = Receiver(name=name, path=route, handle=job_handle, verify=verify, max_bytes=max_bytes)
     with _lock:
         urlpatterns[:] = [p for p in urlpatterns if p.name != f"webhook.{name}"] + [pattern]

@@ -53,24 +53,45 @@ the deploy may still be migrating), ``X_BACKFILL_SOURCE_INVALID`` (terminal),
 from __future__ import annotations
 
 import hashlib
-import sys
 import types
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ultimate_jobs.declaration import job
-from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
-from ultimate_jobs.factories.backfill.sweep import BackfillBatch, run
+from django.db.models import Model, QuerySet
+
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration
+from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
+from ultimate_jobs.factories.backfill.sweep import BackfillBatch, BackfillResult, run
+from ultimate_jobs.factories.kit import (
+    declare,
+    missing_tenant,
+    optional_callable,
+    require_bool,
+    require_callable,
+    whole_number,
+)
 from ultimate_jobs.factories.pacer import DEFAULT_RATE, check_rate
-from ultimate_jobs.handle import AnyJobHandle
-from ultimate_jobs.inputs import NO_TENANT
+from ultimate_jobs.handle import AnyJobHandle, JobHandle
+from ultimate_jobs.inputs import NO_TENANT, Tenant, _NoTenant
 from ultimate_jobs.names import check_job_name
 from ultimate_jobs.registry import get_job_handle, registered_jobs
+from ultimate_jobs.retry import Retry
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
 
 # BackfillBatch is public here (``ultimate_jobs.BackfillBatch``); the sweep that builds it owns it.
 __all__ = ["Backfill", "BackfillBatch", "backfill", "checksum_of", "get_backfill", "registered_backfills"]
+
+M = TypeVar("M", bound=Model)
+
+# A backfill's tenant: NO_TENANT, a tenant id, or a callable() -> str (the input holds only force).
+BackfillTenant = str | Callable[[], str] | _NoTenant
+# The handle of a pass: its input, force=, is keyword-only, which no ParamSpec literal spells.
+BackfillHandle = JobHandle[..., BackfillResult]
 
 DEFAULT_BATCH = 1000
 MAX_BATCH = 100_000
@@ -81,16 +102,16 @@ class Backfill:
     """Everything ``backfill()`` declared that a job handle has no field for."""
 
     name: str
-    handle: AnyJobHandle
-    source: Callable[[Any], Any]
-    handle_batch: Callable[[BackfillBatch], Any]
+    handle: BackfillHandle
+    source: Callable[[JobContext], QuerySet[Model]]
+    handle_batch: Callable[[BackfillBatch[Any]], object]  # any model's batch: the pass holds one source
     batch: int
     rate: float
     checksum: str
     requires: str | None
     environments: tuple[str, ...] | None
-    count: Callable[[Any], Any] | None
-    tenant: Any
+    count: Callable[[JobContext], int] | None
+    tenant: BackfillTenant
     atomic: bool = False
 
     def describe(self) -> dict[str, Any]:
@@ -118,7 +139,7 @@ def get_backfill(name: str) -> Backfill | None:
     return None if handle is None else _declarations.get(handle)
 
 
-def checksum_of(source: Callable[..., Any], handle: Callable[..., Any]) -> str:
+def checksum_of(source: Callable[..., object], handle: Callable[..., object]) -> str:
     """A hash of the compiled code of ``source`` and ``handle`` (names, constants, bytecode).
 
     Not ``rate`` or ``batch``: pacing is tuning, and changing it does not make a completed sweep
@@ -131,7 +152,7 @@ def checksum_of(source: Callable[..., Any], handle: Callable[..., Any]) -> str:
     return digest.hexdigest()
 
 
-def _fingerprint(fn: Any, digest: Any) -> None:
+def _fingerprint(fn: object, digest: _Hash) -> None:
     fn = getattr(fn, "__func__", fn)  # a bound method hashes its function
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -150,32 +171,29 @@ def _fingerprint(fn: Any, digest: Any) -> None:
     walk(code)
 
 
-def backfill(*, name: str, tenant: Any = None, source: Callable[[Any], Any], handle: Callable[[BackfillBatch], Any],
-             batch: int = DEFAULT_BATCH, rate: float = DEFAULT_RATE, requires: str | None = None,
-             environments: Sequence[str] | None = None, count: Callable[[Any], Any] | None = None,
-             atomic: bool = False, queue: str = "default", retry: Any = None, timeout: Any = None) -> AnyJobHandle:
+def backfill(*, name: str, tenant: BackfillTenant | None = None, source: Callable[[JobContext], QuerySet[M]],
+             handle: Callable[[BackfillBatch[M]], object], batch: int = DEFAULT_BATCH, rate: float = DEFAULT_RATE,
+             requires: str | None = None, environments: Sequence[str] | None = None,
+             count: Callable[[JobContext], int] | None = None, atomic: bool = False, queue: str = "default",
+             retry: Retry | int | None = None, timeout: Duration | None = None) -> BackfillHandle:
     """Declare a backfill; see the module docstring for every option and refusal."""
     code = X_JOB_DECLARATION_INVALID
     name = check_job_name(name)
     owner = f"backfill {name!r}"
     if tenant is None:
-        raise JobsError(X_JOB_TENANT_REQUIRED, f"{owner} has no tenant; a backfill is a job and says which org "
-                        "it acts for.", "Pass tenant=NO_TENANT to sweep every tenant's rows, or the tenant id.")
+        raise missing_tenant(owner=owner, why="a backfill is a job and says which org it acts for",
+                             fix="Pass tenant=NO_TENANT to sweep every tenant's rows, or the tenant id.")
     if not (tenant is NO_TENANT or (isinstance(tenant, str) and tenant) or callable(tenant)):
         raise JobsError(code, f"{owner}: tenant={tenant!r} is not NO_TENANT, a tenant id or a callable() -> str.")
     for option, value in (("source", source), ("handle", handle)):
-        if not callable(value):
-            raise JobsError(code, f"{owner}: {option}={value!r} is not callable.",
-                            "Pass source=lambda ctx: Model.objects.filter(...) and handle=fn(batch).")
-    if count is not None and not callable(count):
-        raise JobsError(code, f"{owner}: count={count!r} is not callable.",
-                        "Pass count=lambda ctx: <the same filter as source>.count(), or leave it out.")
-    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
-        raise JobsError(code, f"{owner} declares batch={batch!r}; a batch is a whole number of rows from 1 to "
-                        f"{MAX_BATCH:,}.", f"Set batch={DEFAULT_BATCH} (rows per statement and per durable step).")
+        require_callable(value, owner=owner, option=option,
+                         fix="Pass source=lambda ctx: Model.objects.filter(...) and handle=fn(batch).")
+    count = optional_callable(count, owner=owner, option="count",
+                              fix="Pass count=lambda ctx: <the same filter as source>.count(), or leave it out.")
+    batch = whole_number(batch, owner=owner, option="batch", high=MAX_BATCH, unit="rows",
+                         fix=f"Set batch={DEFAULT_BATCH} (rows per statement and per durable step).")
     rate = check_rate(rate, owner=owner)
-    if not isinstance(atomic, bool):
-        raise JobsError(code, f"{owner}: atomic={atomic!r} must be True or False.")
+    atomic = require_bool(atomic, owner=owner, option="atomic")
     if requires is not None:
         app, _, migration = requires.partition(".") if isinstance(requires, str) else ("", "", "")
         if not app or not migration or "." in migration:
@@ -187,23 +205,20 @@ def backfill(*, name: str, tenant: Any = None, source: Callable[[Any], Any], han
             raise JobsError(code, f"{owner}: environments={environments!r} is not a list of environment names.",
                             'Pass a list such as ["staging", "production"], or leave it out for every one.')
         environments = tuple(environments)
-
-    caller = sys._getframe(1).f_globals.get("__name__", "?")
     declaration: dict[str, Backfill] = {}
 
-    def run_pass(ctx: Any, *, force: bool = False) -> dict[str, Any]:
+    def run_pass(ctx: JobContext, /, *, force: bool = False) -> BackfillResult:
         return run(declaration["self"], ctx, force=force)
 
-    run_pass.__module__ = caller
-    run_pass.__qualname__ = run_pass.__name__ = f"backfill[{name}]"
-    run_pass.__doc__ = f"The pass of the backfill {name!r}."
-    rendered_tenant: Any = NO_TENANT
+    rendered_tenant: Tenant = NO_TENANT
     if isinstance(tenant, str):
         rendered_tenant = lambda **_: tenant  # noqa: E731 - a fixed tenant id for every pass
-    elif tenant is not NO_TENANT:
-        rendered_tenant = lambda **_: tenant()  # noqa: E731 - the input holds only force
-    handle_job = job(run_pass, name=name, idempotency_key=lambda **_: name, tenant=rendered_tenant, queue=queue,
-                     retry=retry, timeout=timeout)
+    elif not isinstance(tenant, _NoTenant):
+        tenant_of = tenant
+        rendered_tenant = lambda **_: tenant_of()  # noqa: E731 - the input holds only force
+    handle_job = declare(run_pass, label=f"backfill[{name}]", doc=f"The pass of the backfill {name!r}.", name=name,
+                         idempotency_key=lambda **_: name, tenant=rendered_tenant, queue=queue, retry=retry,
+                         timeout=timeout)
     declared = Backfill(name=name, handle=handle_job, source=source, handle_batch=handle, batch=batch, rate=rate,
                         checksum=checksum_of(source, handle), requires=requires, environments=environments,
                         count=count, tenant=tenant, atomic=atomic)

@@ -20,15 +20,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
+from uuid import UUID
 
 from django.db import connections
 from django.db.migrations.recorder import MigrationRecorder
-from django.db.models import CompositePrimaryKey, QuerySet
+from django.db.models import CompositePrimaryKey, Model, QuerySet
 from django.db.models.query import ModelIterable
 
 from ultimate_jobs import jsoncodec
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import CancelToken, JobContext
 from ultimate_jobs.errors import (
     X_ABORTED,
     X_BACKFILL_ENVIRONMENT,
@@ -44,6 +46,7 @@ from ultimate_jobs.errors import (
     Terminal,
 )
 from ultimate_jobs.factories.backfill.ledger import Ledger
+from ultimate_jobs.factories.kit import is_whole
 from ultimate_jobs.factories.pacer import Pacer
 from ultimate_jobs.models import Job
 from ultimate_jobs.runtime.steps import engine_of
@@ -62,22 +65,36 @@ LEDGER_EVERY = 1.0
 _NOT_A_FAILURE = (X_DRAINING, X_JOB_LEASE_LOST, X_JOB_SLOT_LOST)
 
 
-@dataclass(frozen=True, slots=True)
-class BackfillBatch:
-    """One page of a pass, handed to ``handle``: the rows (model instances, in primary-key order),
-    the page's 0-based index (its step is ``batch:<index>``) and the run's context."""
+M = TypeVar("M", bound=Model)
 
-    rows: list[Any]
+
+@dataclass(frozen=True, slots=True)
+class BackfillBatch(Generic[M]):
+    """One page of a pass, handed to ``handle``: the rows (model instances of the source's model,
+    in primary-key order), the page's 0-based index (its step is ``batch:<index>``) and the run's
+    context."""
+
+    rows: list[M]
     index: int
-    ctx: Any
+    ctx: JobContext
 
     @property
-    def cancelled(self) -> Any:
+    def cancelled(self) -> CancelToken:
         """The run's cancel token: check it in a long page so a drain is not held up."""
         return self.ctx.cancelled
 
 
-def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
+class BackfillResult(TypedDict):
+    """A pass's result: ``skipped`` when a completed pass exists and ``force`` was not set."""
+
+    name: str
+    batches: int
+    rows: int
+    skipped: bool
+    previous_run_id: str | None
+
+
+def run(backfill: Backfill, ctx: JobContext, *, force: bool) -> BackfillResult:
     if not isinstance(force, bool):
         raise Terminal(f"backfill {backfill.name!r}: force={force!r} must be True or False.", code=X_JOB_INPUT_INVALID)
     refusal = environment_refusal(backfill, get_settings().ENVIRONMENT)
@@ -131,7 +148,7 @@ def run(backfill: Backfill, ctx: Any, *, force: bool) -> dict[str, Any]:
     return result(backfill.name, batches=batches, rows=rows, skipped=False, previous_run_id=previous_run_id)
 
 
-def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tuple[int, int, Any]:
+def sweep(backfill: Backfill, ctx: JobContext, source: QuerySet[Model], ledger: Ledger) -> tuple[int, int, Any]:
     """Every page as its own step; answer (batches, rows, last cursor), replayed pages included."""
     pacer = Pacer(backfill.rate, owner=f"backfill {backfill.name!r}")
     batches = rows = 0
@@ -166,15 +183,15 @@ def sweep(backfill: Backfill, ctx: Any, source: QuerySet, ledger: Ledger) -> tup
     return batches, rows, cursor
 
 
-def _completed(ctx: Any, name: str) -> bool:
+def _completed(ctx: JobContext, name: str) -> bool:
     return engine_of(ctx.step).completed(name)
 
 
-def job_cancelled(job_id: Any, database: str) -> bool:
+def job_cancelled(job_id: UUID, database: str) -> bool:
     return Job.objects.using(database).filter(id=job_id, state="cancelled").exists()
 
 
-def read_source(backfill: Backfill, ctx: Any) -> QuerySet:
+def read_source(backfill: Backfill, ctx: JobContext) -> QuerySet[Model]:
     """``source(ctx)``, refused (terminal) unless it is an unsliced QuerySet keyed by one column."""
     source = backfill.source(ctx)
     problem = None
@@ -205,14 +222,14 @@ def migration_applied(requires: str, database: str) -> bool:
     return (app, name) in MigrationRecorder(connections[database]).applied_migrations()
 
 
-def parse_count(backfill: Backfill, value: Any) -> int:
+def parse_count(backfill: Backfill, value: object) -> int:
     """``count()``'s answer as a whole number >= 0: NaN or -1 would let a stalled pass complete."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_whole(value, 0):
         raise Terminal(f"backfill {backfill.name!r}: count() answered {value!r}; it must answer a whole number "
                        ">= 0.", code=X_INVARIANT, fix="Return Model.objects.filter(<source's filter>).count().")
     return value
 
 
-def result(name: str, *, batches: int, rows: int, skipped: bool, previous_run_id: Any) -> dict[str, Any]:
+def result(name: str, *, batches: int, rows: int, skipped: bool, previous_run_id: UUID | None) -> BackfillResult:
     return {"name": name, "batches": batches, "rows": rows, "skipped": skipped,
             "previous_run_id": str(previous_run_id) if previous_run_id is not None else None}

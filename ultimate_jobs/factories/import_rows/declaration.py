@@ -54,19 +54,39 @@ object cannot be opened).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from ultimate_jobs.declaration import job
-from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
-from ultimate_jobs.factories.export_rows import check_fields, check_format, input_digest_key, render_prefix
+from django.core.files.storage import Storage
+from django.forms import BaseForm
+
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration
+from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
+from ultimate_jobs.factories.export_rows import (
+    Format,
+    Prefix,
+    check_fields,
+    check_format,
+    check_prefix,
+    render_prefix,
+)
 from ultimate_jobs.factories.import_rows.page import ImportBatch, read_header, run_page, start_offset
-from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.factories.kit import (
+    declare,
+    input_key,
+    missing_tenant,
+    optional_callable,
+    require_callable,
+    whole_number,
+)
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.inputs import IdempotencyKey, Tenant
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 
-__all__ = ["Import", "ImportBatch", "import_rows"]
+__all__ = ["Import", "ImportBatch", "ImportResult", "import_rows"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -79,35 +99,48 @@ class Import:
     """What ``import_rows()`` declared, as the pages read it."""
 
     name: str
-    storage: Callable[[], Any]
-    errors_storage: Callable[[], Any]
+    storage: Callable[[], Storage]
+    errors_storage: Callable[[], Storage]
     columns: tuple[str, ...]
-    handle_batch: Callable[[ImportBatch], Any]
-    format: str
-    form: Any
+    handle_batch: Callable[[ImportBatch], object]
+    format: Format
+    form: type[BaseForm] | None
     batch: int
     page_bytes: int
     max_record_bytes: int
     max_row_errors: int
 
 
-def import_rows(*, name: str, tenant: Any = None, storage: Callable[[], Any], key: str | Callable[..., str],
-                columns: Sequence[str], handle: Callable[[ImportBatch], Any], format: str = "csv", form: Any = None,
-                errors_storage: Callable[[], Any] | None = None, errors_prefix: Any = None, batch: int = 500,
-                page_bytes: int = DEFAULT_PAGE_BYTES, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                max_row_errors: int = 1000, idempotency_key: Any = None, queue: str = "default", retry: Any = None,
-                timeout: Any = None) -> AnyJobHandle:
-    """Declare an import; see the module docstring for every option, the report and the result."""
+class ImportResult(TypedDict):
+    """An import's result: rows handed over and refused, pages and bytes read, the run's error prefix."""
+
+    rows: int
+    refused: int
+    pages: int
+    bytes: int
+    error_prefix: str
+
+
+def import_rows(*, name: str, tenant: Tenant | None = None, storage: Callable[[], Storage],
+                key: str | Callable[..., str], columns: Sequence[str], handle: Callable[[ImportBatch], object],
+                format: Format = "csv", form: type[BaseForm] | None = None,
+                errors_storage: Callable[[], Storage] | None = None, errors_prefix: Prefix | None = None,
+                batch: int = 500, page_bytes: int = DEFAULT_PAGE_BYTES,
+                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, max_row_errors: int = 1000,
+                idempotency_key: IdempotencyKey | None = None, queue: str = "default",
+                retry: Retry | int | None = None, timeout: Duration | None = None) -> JobHandle[..., ImportResult]:
+    """Declare an import; see the module docstring for every option, the report and the result.
+
+    The handle's input is the app's keyword-only input, which no ParamSpec literal spells: it
+    answers ``JobHandle[..., ImportResult]``."""
     name = check_job_name(name)
     owner = f"import_rows {name!r}"
     if tenant is None:
-        raise JobsError(X_JOB_TENANT_REQUIRED, f"{owner} has no tenant; an import writes some org's rows.",
-                        "Pass tenant=NO_TENANT for tables without tenants, or the input's tenant.")
+        raise missing_tenant(owner=owner, why="an import writes some org's rows",
+                             fix="Pass tenant=NO_TENANT for tables without tenants, or the input's tenant.")
     for option, value in (("storage", storage), ("handle", handle)):
-        if not callable(value):
-            raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: {option}={value!r} is not callable.")
-    if errors_storage is not None and not callable(errors_storage):
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: errors_storage={errors_storage!r} is not callable.")
+        require_callable(value, owner=owner, option=option)
+    optional_callable(errors_storage, owner=owner, option="errors_storage")
     if not (callable(key) or (isinstance(key, str) and key)):
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: key={key!r} is neither a format string nor a "
                         "callable(**input) -> str.", 'Pass key="uploads/{org}/{upload}".')
@@ -122,16 +155,14 @@ def import_rows(*, name: str, tenant: Any = None, storage: Callable[[], Any], ke
                         "Name every form field in columns=.")
     for option, number, low in (("batch", batch, 1), ("page_bytes", page_bytes, 1024),
                                 ("max_record_bytes", max_record_bytes, 16), ("max_row_errors", max_row_errors, 0)):
-        if isinstance(number, bool) or not isinstance(number, int) or number < low:
-            raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: {option}={number!r} is not a whole number >= {low}.")
+        whole_number(number, owner=owner, option=option, low=low)
     prefix = errors_prefix if errors_prefix is not None else f"import-errors/{name}"
-    if not (callable(prefix) or (isinstance(prefix, str) and prefix.strip("/"))):
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: errors_prefix={errors_prefix!r} is not a path.")
+    check_prefix(owner, prefix, option="errors_prefix", fix='Pass errors_prefix="import-errors/{org}".')
     declared = Import(name=name, storage=storage, errors_storage=errors_storage or storage, columns=columns,
                       handle_batch=handle, format=format, form=form, batch=batch, page_bytes=page_bytes,
                       max_record_bytes=max_record_bytes, max_row_errors=max_row_errors)
 
-    def body(ctx: Any, **input: Any) -> dict[str, Any]:
+    def body(ctx: JobContext, /, **input: Any) -> ImportResult:
         object_key = key(**input) if callable(key) else key.format_map(input)
         error_prefix = f"{render_prefix(prefix, input)}/{ctx.run_id}"
         offset, line, header = 0, 1, None
@@ -153,10 +184,5 @@ def import_rows(*, name: str, tenant: Any = None, storage: Callable[[], Any], ke
                 break
         return {"rows": rows, "refused": refused, "pages": pages, "bytes": offset, "error_prefix": error_prefix}
 
-    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    body.__qualname__ = body.__name__ = f"import_rows[{name}]"
-    body.__doc__ = f"The import {name!r}."
-    handle_job: AnyJobHandle = job(body, name=name, tenant=tenant, queue=queue, retry=retry, timeout=timeout,
-                                   idempotency_key=idempotency_key if idempotency_key is not None
-                                   else input_digest_key(name))
-    return handle_job
+    return declare(body, label=f"import_rows[{name}]", doc=f"The import {name!r}.", name=name, tenant=tenant,
+                   queue=queue, retry=retry, timeout=timeout, idempotency_key=input_key(name, idempotency_key))

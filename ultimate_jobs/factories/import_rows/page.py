@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.core.files.storage import Storage
+
 from ultimate_jobs import jsoncodec
+from ultimate_jobs.context import JobContext
 from ultimate_jobs.errors import (
     X_IMPORT_HEADER_MISMATCH,
     X_IMPORT_RECORD_TOO_LARGE,
@@ -42,11 +45,11 @@ class ImportBatch:
 
     rows: list[dict[str, Any]]
     input: dict[str, Any]
-    ctx: Any
+    ctx: JobContext
     page: int
 
 
-def read_at(imp: Import, storage: Any, key: str, offset: int, size: int) -> tuple[bytes, bool]:
+def read_at(imp: Import, storage: Storage, key: str, offset: int, size: int) -> tuple[bytes, bool]:
     """``size`` bytes from ``offset`` (and whether that reached the end of the object)."""
     try:
         handle = storage.open(key, "rb")
@@ -59,7 +62,7 @@ def read_at(imp: Import, storage: Any, key: str, offset: int, size: int) -> tupl
     return data[:size], len(data) <= size
 
 
-def read_page(imp: Import, storage: Any, key: str, offset: int, line: int) -> tuple[list[Record], int, int, bool]:
+def read_page(imp: Import, storage: Storage, key: str, offset: int, line: int) -> tuple[list[Record], int, int, bool]:
     """The whole records from ``offset``: ``(records, next offset, next line, at end)``."""
     quoted = imp.format == "csv"
     buf, at_eof = read_at(imp, storage, key, offset, imp.page_bytes)
@@ -78,13 +81,13 @@ def read_page(imp: Import, storage: Any, key: str, offset: int, line: int) -> tu
     return split.records, offset + split.consumed, line + split.lines, at_eof and split.consumed == len(buf)
 
 
-def start_offset(imp: Import, storage: Any, key: str) -> int:
+def start_offset(imp: Import, storage: Storage, key: str) -> int:
     """Where the first record starts: past a UTF-8 BOM, if the object opens with one."""
     head, _ = read_at(imp, storage, key, 0, len(BOM))
     return len(BOM) if head == BOM else 0
 
 
-def read_header(imp: Import, storage: Any, key: str) -> dict[str, Any]:
+def read_header(imp: Import, storage: Storage, key: str) -> dict[str, Any]:
     """The first non-blank record: the columns in file order; refused unless exactly ``columns``."""
     offset, line = start_offset(imp, storage, key), 1
     while True:
@@ -106,7 +109,7 @@ def read_header(imp: Import, storage: Any, key: str) -> dict[str, Any]:
         offset, line = next_offset, next_line
 
 
-def run_page(imp: Import, ctx: Any, input: dict[str, Any], *, key: str, index: int, offset: int, line: int,
+def run_page(imp: Import, ctx: JobContext, input: dict[str, Any], *, key: str, index: int, offset: int, line: int,
              header: list[str] | None, refused_before: int, error_prefix: str) -> dict[str, Any]:
     """Read, check, hand over and report one page; answer its checkpoint."""
     storage = imp.storage()

@@ -58,6 +58,11 @@ __all__ = ["Subject", "Treatment", "define_subject", "registered_subjects"]
 
 _subjects: weakref.WeakSet[Subject] = weakref.WeakSet()
 
+# A table as ``tables`` and ``columns`` name it: the model, or ``"app_label.Model"``.
+TableName = type[models.Model] | str
+# A treatment as written: ``"delete"``, ``{"anonymize": {field: value}}`` or ``{"retain": "<why>"}``.
+TreatmentSpec = str | Mapping[str, object]
+
 
 @dataclass(frozen=True, slots=True)
 class Treatment:
@@ -72,8 +77,8 @@ class Subject:
     """A declared person: the model, how an input names them, and a treatment per reached table.
     ``reach()`` walks the metadata (once the app registry is ready) and validates."""
 
-    def __init__(self, model: Any, key: str | Callable[..., Any], tables: Mapping[Any, Any],
-                 columns: Mapping[Any, str] | None) -> None:
+    def __init__(self, model: type[models.Model], key: str | Callable[..., object],
+                 tables: Mapping[TableName, TreatmentSpec], columns: Mapping[TableName, str] | None) -> None:
         self.model = model
         self.key = key
         self._tables = dict(tables)
@@ -131,8 +136,9 @@ class Subject:
                             f"{', '.join(missing)}, with no treatment declared.")
 
 
-def define_subject(model: Any, key: str | Callable[..., Any], tables: Mapping[Any, Any],
-                   columns: Mapping[Any, str] | None = None) -> Subject:
+def define_subject(model: type[models.Model], key: str | Callable[..., object],
+                   tables: Mapping[TableName, TreatmentSpec],
+                   columns: Mapping[TableName, str] | None = None) -> Subject:
     """Declare one person's data; see the module docstring for the reach and every refusal."""
     if not (isinstance(model, type) and issubclass(model, models.Model)):
         raise _invalid(f"model={model!r} is not a Django model.")
@@ -161,7 +167,7 @@ def forget_subject(subject: Subject) -> None:
     _subjects.discard(subject)
 
 
-def resolve(name: Any, option: str) -> Any:
+def resolve(name: object, option: str) -> Any:
     if isinstance(name, type) and issubclass(name, models.Model):
         return name
     if isinstance(name, str):
@@ -172,7 +178,7 @@ def resolve(name: Any, option: str) -> Any:
     raise _invalid(f"{option} names {name!r}, which is not a model or an installed \"app_label.Model\".")
 
 
-def parse_treatment(name: Any, value: Any) -> Treatment:
+def parse_treatment(name: TableName, value: object) -> Treatment:
     where = f"the treatment of {name if isinstance(name, str) else label(name)}"
     if value == "delete":
         return Treatment("delete")

@@ -21,53 +21,73 @@ twice, and a killed run resumes at the page it stopped on. Result: ``{"subject",
 
 from __future__ import annotations
 
-import sys
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
 
-from ultimate_jobs.declaration import job
-from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError, Terminal
-from ultimate_jobs.factories.export_rows import input_digest_key
+from django.db.models import Model, QuerySet
+
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration
+from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError, Terminal
+from ultimate_jobs.factories.kit import declare, input_key, missing_tenant, whole_number
 from ultimate_jobs.factories.subject.declaration import Subject, Treatment
 from ultimate_jobs.factories.subject.reach import Edge, Reach, label
 from ultimate_jobs.factories.subject.rows import parent_keys, rows_of, stored
-from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.inputs import IdempotencyKey, Tenant
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 
-__all__ = ["erase_run", "subject_erase"]
+__all__ = ["EraseResult", "erase_run", "subject_erase"]
 
 DEFAULT_PAGE = 500
+MAX_PAGE = 100_000
 
 
-def subject_erase(*, name: str, tenant: Any = None, subject: Subject, page: int = DEFAULT_PAGE,
-                  idempotency_key: Any = None, queue: str = "default", retry: Any = None,
-                  timeout: Any = None) -> AnyJobHandle:
-    """Declare the erase of one person's data; see the module docstring."""
+class TableWrites(TypedDict):
+    """One reached table in an erase's result: its treatment and the rows written."""
+
+    treatment: str
+    rows: int
+
+
+class EraseResult(TypedDict):
+    """An erase's result: the subject's model label, its key (as stored), and each table's writes."""
+
+    subject: str
+    key: object
+    tables: dict[str, TableWrites]
+
+
+def subject_erase(*, name: str, tenant: Tenant | None = None, subject: Subject, page: int = DEFAULT_PAGE,
+                  idempotency_key: IdempotencyKey | None = None, queue: str = "default",
+                  retry: Retry | int | None = None, timeout: Duration | None = None) -> JobHandle[..., EraseResult]:
+    """Declare the erase of one person's data; see the module docstring.
+
+    The handle's input is the app's keyword-only input, which no ParamSpec literal spells: it
+    answers ``JobHandle[..., EraseResult]``."""
     name = check_job_name(name)
-    check_declaration(f"subject_erase {name!r}", tenant, subject, page)
+    tenant, page = check_declaration(f"subject_erase {name!r}", tenant, subject, page)
 
-    def body(ctx: Any, **input: Any) -> dict[str, Any]:
+    def body(ctx: JobContext, /, **input: Any) -> EraseResult:
         return erase_run(subject, ctx, input, page=page)
 
-    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    body.__qualname__ = body.__name__ = f"subject_erase[{name}]"
-    body.__doc__ = f"Erase one {label(subject.model)}'s data."
-    handle: AnyJobHandle = job(body, name=name, tenant=tenant, queue=queue, retry=retry, timeout=timeout,
-                               idempotency_key=idempotency_key if idempotency_key is not None
-                               else input_digest_key(name))
-    return handle
+    return declare(body, label=f"subject_erase[{name}]", doc=f"Erase one {label(subject.model)}'s data.", name=name,
+                   tenant=tenant, queue=queue, retry=retry, timeout=timeout,
+                   idempotency_key=input_key(name, idempotency_key))
 
 
-def check_declaration(owner: str, tenant: Any, subject: Any, page: Any) -> None:
+def check_declaration(owner: str, tenant: Tenant | None, subject: object, page: object) -> tuple[Tenant, int]:
+    """The tenant and page of a subject job, checked (``subject`` must be a ``define_subject`` value)."""
     if tenant is None:
-        raise JobsError(X_JOB_TENANT_REQUIRED, f"{owner} has no tenant; one person's data is erased per tenant.",
-                        "Pass tenant=\"{org}\" (the input's tenant), or NO_TENANT for an app without tenants.")
+        raise missing_tenant(owner=owner, why="one person's data is erased per tenant",
+                             fix="Pass tenant=\"{org}\" (the input's tenant), or NO_TENANT for an app without tenants.")
     if not isinstance(subject, Subject):
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: subject={subject!r} is not a define_subject() value.")
-    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= 100_000:
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: page={page!r} is not a whole number from 1 to 100,000.")
+    return tenant, whole_number(page, owner=owner, option="page", high=MAX_PAGE)
 
 
-def subject_key(subject: Subject, input: dict[str, Any]) -> Any:
+def subject_key(subject: Subject, input: Mapping[str, Any]) -> object:
     try:
         subject.refuse_undeclared()
         return subject.key_of(input)
@@ -78,12 +98,11 @@ def subject_key(subject: Subject, input: dict[str, Any]) -> Any:
                        code=X_JOB_DECLARATION_INVALID) from None
 
 
-def erase_run(subject: Subject, ctx: Any, input: dict[str, Any], *, page: int) -> dict[str, Any]:
+def erase_run(subject: Subject, ctx: JobContext, input: Mapping[str, Any], *, page: int) -> EraseResult:
     key = subject_key(subject, input)
     reach = subject.reach()
     treatments = subject.treatments
-    written: dict[str, dict[str, Any]] = {label(m): {"treatment": treatments[m].kind, "rows": 0}
-                                          for m in reach.order}
+    written: dict[str, TableWrites] = {label(m): {"treatment": treatments[m].kind, "rows": 0} for m in reach.order}
     for edge in reach.clears:
         paged(ctx, f"clear:{label(edge.child)}.{edge.field_name}", reach, edge, key, subject.model, page,
               lambda keys, e=edge: e.child._default_manager.filter(**{f"{e.field}__in": keys})
@@ -101,7 +120,8 @@ def erase_run(subject: Subject, ctx: Any, input: dict[str, Any], *, page: int) -
     return {"subject": label(subject.model), "key": stored(key), "tables": written}
 
 
-def paged(ctx: Any, prefix: str, reach: Reach, edge: Edge, key: Any, subject: Any, size: int, write: Any) -> int:
+def paged(ctx: JobContext, prefix: str, reach: Reach, edge: Edge, key: object, subject: type[Model], size: int,
+          write: Callable[..., int]) -> int:
     """One step per page of parent keys; answer the rows written."""
     index, cursor, total = 0, None, 0
     while True:
@@ -111,13 +131,14 @@ def paged(ctx: Any, prefix: str, reach: Reach, edge: Edge, key: Any, subject: An
             return {"cursor": stored(keys[-1]) if keys else after, "keys": len(keys), "rows": rows}
 
         out = ctx.step.run(f"{prefix}:{index}", step)
-        total += out["rows"]
+        written: int = out["rows"]
+        total += written
         if out["keys"] < size:
             return total
         index, cursor = index + 1, out["cursor"]
 
 
-def apply(treatment: Treatment, rows: Any) -> int:
+def apply(treatment: Treatment, rows: QuerySet[Model]) -> int:
     """Delete or anonymize ``rows``; answer how many rows of that table were written."""
     if treatment.kind == "delete":
         return int(rows.delete()[1].get(rows.model._meta.label, 0))

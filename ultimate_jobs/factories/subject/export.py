@@ -22,43 +22,62 @@ reason, and its objects. A replayed page rewrites the same object. Result: ``{"p
 
 from __future__ import annotations
 
-import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+from django.core.files.storage import Storage
+from django.db.models import Model
 
 from ultimate_jobs import jsoncodec
-from ultimate_jobs.declaration import job
-from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration
 from ultimate_jobs.factories.export_rows import (
+    Format,
+    Prefix,
     check_format,
     check_prefix,
     encode_rows,
-    input_digest_key,
     render_prefix,
     write_object,
 )
+from ultimate_jobs.factories.kit import declare, input_key, require_callable
 from ultimate_jobs.factories.subject.declaration import Subject
 from ultimate_jobs.factories.subject.erase import check_declaration, subject_key
 from ultimate_jobs.factories.subject.reach import label
 from ultimate_jobs.factories.subject.rows import rows_of, stored
-from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.inputs import IdempotencyKey, Tenant
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 
-__all__ = ["subject_export"]
+__all__ = ["SubjectExportResult", "subject_export"]
 
 
-def subject_export(*, name: str, tenant: Any = None, subject: Subject, storage: Any, prefix: Any,
-                   format: str = "ndjson", page: int = 1000, idempotency_key: Any = None, queue: str = "default",
-                   retry: Any = None, timeout: Any = None) -> AnyJobHandle:
-    """Declare the export of one person's data; see the module docstring."""
+class SubjectExportResult(TypedDict):
+    """An export's result: the run's prefix, its ``index.json``, and each table's row count."""
+
+    prefix: str
+    index: str
+    tables: dict[str, int]
+
+
+def subject_export(*, name: str, tenant: Tenant | None = None, subject: Subject, storage: Callable[[], Storage],
+                   prefix: Prefix, format: Format = "ndjson", page: int = 1000,
+                   idempotency_key: IdempotencyKey | None = None, queue: str = "default",
+                   retry: Retry | int | None = None,
+                   timeout: Duration | None = None) -> JobHandle[..., SubjectExportResult]:
+    """Declare the export of one person's data; see the module docstring.
+
+    The handle's input is the app's keyword-only input, which no ParamSpec literal spells: it
+    answers ``JobHandle[..., SubjectExportResult]``."""
     name = check_job_name(name)
     owner = f"subject_export {name!r}"
-    check_declaration(owner, tenant, subject, page)
-    if not callable(storage):
-        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: storage={storage!r} is not callable.")
+    tenant, page = check_declaration(owner, tenant, subject, page)
+    require_callable(storage, owner=owner, option="storage")
     check_format(owner, format)
     check_prefix(owner, prefix)
 
-    def body(ctx: Any, **input: Any) -> dict[str, Any]:
+    def body(ctx: JobContext, /, **input: Any) -> SubjectExportResult:
         key = subject_key(subject, input)
         reach = subject.reach()
         run_prefix = f"{render_prefix(prefix, input)}/{ctx.run_id}"
@@ -69,7 +88,8 @@ def subject_export(*, name: str, tenant: Any = None, subject: Subject, storage: 
             objects: list[str] = []
             rows, index, cursor = 0, 0, None
             while True:
-                def part(after: Any = cursor, at: int = index, m: Any = model, f: list[str] = fields) -> dict[str, Any]:
+                def part(after: Any = cursor, at: int = index, m: type[Model] = model,
+                         f: list[str] = fields) -> dict[str, Any]:
                     found = rows_of(reach, m, key, subject.model).order_by("pk")
                     if after is not None:
                         found = found.filter(pk__gt=after)
@@ -95,10 +115,6 @@ def subject_export(*, name: str, tenant: Any = None, subject: Subject, storage: 
             {"subject": label(subject.model), "key": stored(key), "tables": tables}).encode()))
         return {"prefix": run_prefix, "index": index_name, "tables": {t: v["rows"] for t, v in tables.items()}}
 
-    body.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    body.__qualname__ = body.__name__ = f"subject_export[{name}]"
-    body.__doc__ = f"Export one {label(subject.model)}'s data."
-    handle: AnyJobHandle = job(body, name=name, tenant=tenant, queue=queue, retry=retry, timeout=timeout,
-                               idempotency_key=idempotency_key if idempotency_key is not None
-                               else input_digest_key(name))
-    return handle
+    return declare(body, label=f"subject_export[{name}]", doc=f"Export one {label(subject.model)}'s data.",
+                   name=name, tenant=tenant, queue=queue, retry=retry, timeout=timeout,
+                   idempotency_key=input_key(name, idempotency_key))

@@ -48,7 +48,7 @@ class Reach:
     unknown: list[Any]  # reached models without a treatment (the walk stopped at them)
 
 
-def label(model: Any) -> str:
+def label(model: type[models.Model]) -> str:
     return model._meta.label
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Manager, Model, Q, QuerySet
 
 from ultimate_jobs import jsoncodec
 from ultimate_jobs.factories.subject.reach import Edge, Reach
 
 
-def rows_of(reach: Reach, model: Any, key: Any, subject: Any) -> QuerySet:
+def rows_of(reach: Reach, model: type[Model], key: object, subject: type[Model]) -> QuerySet[Model]:
     """The person's rows of ``model``."""
-    manager = model._default_manager
+    manager: Manager[Model] = model._default_manager
     if model is subject:
         return manager.filter(pk=key)
     condition = Q()
@@ -28,7 +28,8 @@ def rows_of(reach: Reach, model: Any, key: Any, subject: Any) -> QuerySet:
     return manager.filter(condition) if condition else manager.none()
 
 
-def parent_keys(reach: Reach, edge: Edge, key: Any, subject: Any, *, after: Any, size: int) -> list[Any]:
+def parent_keys(reach: Reach, edge: Edge, key: object, subject: type[Model], *, after: object,
+                size: int) -> list[Any]:
     """One page of the keys ``edge.child.field`` may hold: the parent's reached rows' ``target``."""
     keys = rows_of(reach, edge.parent, key, subject).order_by(edge.target).values_list(edge.target, flat=True)
     if after is not None:

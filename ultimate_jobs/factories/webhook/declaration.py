@@ -52,20 +52,18 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.declaration import job
-from ultimate_jobs.durations import to_seconds
+from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration
 from ultimate_jobs.errors import (
     X_JOB_DECLARATION_INVALID,
-    X_JOB_TENANT_REQUIRED,
     X_WEBHOOK_DELIVERY_FAILED,
     X_WEBHOOK_DELIVERY_REJECTED,
     X_WEBHOOK_DELIVERY_THROTTLED,
@@ -78,10 +76,20 @@ from ultimate_jobs.errors import (
     RetryAfter,
     Terminal,
 )
+from ultimate_jobs.factories.kit import (
+    declare,
+    missing_tenant,
+    positive_duration,
+    require_bool,
+    require_callable,
+    whole_number,
+)
 from ultimate_jobs.factories.webhook import addresses, signing, transport
 from ultimate_jobs.factories.webhook.ledger import Delivery, WebhookLedger
-from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.handle import AnyJobHandle, JobHandle
+from ultimate_jobs.inputs import Tenant
 from ultimate_jobs.names import check_job_name
+from ultimate_jobs.retry import Retry
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -89,14 +97,28 @@ DEFAULT_DISABLE_AFTER = 10
 DEFAULT_TIMEOUT = 30.0
 
 
+class WebhookResult(TypedDict):
+    """A delivery's result (a 2xx): the status, the endpoint and event ids, the attempt."""
+
+    status: int
+    endpoint_id: str
+    event_id: str
+    attempt: int
+
+
+# The handle of a delivery: its input is keyword-only (endpoint_id=, event_id=, and whatever else
+# endpoint/event/tenant read), which no ParamSpec literal spells.
+WebhookHandle = JobHandle[..., WebhookResult]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Webhook:
     """What ``webhook()`` declared beyond the job handle."""
 
     name: str
-    handle: AnyJobHandle
-    endpoint: Callable[..., Any]
-    event: Callable[..., Any]
+    handle: WebhookHandle
+    endpoint: Callable[..., object]
+    event: Callable[..., object]
     ledger: WebhookLedger
     disable_after: int
     timeout: float
@@ -110,7 +132,7 @@ def get_webhook(handle: AnyJobHandle) -> Webhook | None:
     return _declarations.get(handle)
 
 
-def _field(value: Any, name: str) -> Any:
+def _field(value: object, name: str) -> Any:
     return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
 
 
@@ -123,7 +145,7 @@ class _Endpoint:
     disabled: bool
 
 
-def _endpoint(raw: Any, owner: str) -> _Endpoint:
+def _endpoint(raw: object, owner: str) -> _Endpoint:
     if raw is None:
         raise Terminal(f"{owner}: endpoint() found no endpoint for this input.", code=X_WEBHOOK_ENDPOINT_UNKNOWN)
     endpoint_id, url, secret = _field(raw, "id"), _field(raw, "url"), _field(raw, "secret")
@@ -136,7 +158,7 @@ def _endpoint(raw: Any, owner: str) -> _Endpoint:
     return _Endpoint(str(endpoint_id), url, secret, dict(headers), bool(_field(raw, "disabled")))
 
 
-def _event(raw: Any, owner: str) -> tuple[str, str, bytes, bool]:
+def _event(raw: object, owner: str) -> tuple[str, str, bytes, bool]:
     if raw is None:
         raise Terminal(f"{owner}: event() found no event for this input.", code=X_WEBHOOK_EVENT_UNKNOWN)
     event_id, topic, body = _field(raw, "id"), _field(raw, "topic"), _field(raw, "body")
@@ -171,7 +193,7 @@ def outcome(answer: transport.Answer) -> tuple[str | None, str]:
     return X_WEBHOOK_DELIVERY_REJECTED, f"HTTP {answer.status}"
 
 
-def deliver(spec: Webhook, ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
+def deliver(spec: Webhook, ctx: JobContext, values: dict[str, Any]) -> WebhookResult:
     """One attempt: read, check, sign, send, record; raise the outcome's error."""
     started = time.monotonic()
     owner = f"webhook {spec.name!r}"
@@ -209,7 +231,7 @@ def deliver(spec: Webhook, ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
     answer = transport.post(target, headers=headers, body=body, timeout=remaining)
     code, what = outcome(answer)
     record(answer.status, answer.duration_ms, code)
-    if code is None:
+    if code is None and answer.status is not None:  # a 2xx: outcome() answers no code only for one
         log.info("jobs.webhook.delivered name=%s endpoint_id=%s event_id=%s attempt=%s status=%s", spec.name,
                  endpoint.id, event_id, ctx.attempt, answer.status)
         return {"status": answer.status, "endpoint_id": endpoint.id, "event_id": event_id, "attempt": ctx.attempt}
@@ -227,39 +249,35 @@ def deliver(spec: Webhook, ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
     raise JobsError(code, cause)
 
 
-def webhook(*, name: str, tenant: Any = None, endpoint: Callable[..., Any], event: Callable[..., Any],
-            ledger: WebhookLedger, disable_after: int = DEFAULT_DISABLE_AFTER, timeout: Any = DEFAULT_TIMEOUT,
-            allow_private: bool = False, queue: str = "default", retry: Any = None) -> AnyJobHandle:
+def webhook(*, name: str, tenant: Tenant | None = None, endpoint: Callable[..., object],
+            event: Callable[..., object], ledger: WebhookLedger, disable_after: int = DEFAULT_DISABLE_AFTER,
+            timeout: Duration = DEFAULT_TIMEOUT, allow_private: bool = False, queue: str = "default",
+            retry: Retry | int | None = None) -> WebhookHandle:
     """Declare an outbound webhook; see the module docstring for every option and refusal."""
     code = X_JOB_DECLARATION_INVALID
     name = check_job_name(name)
     owner = f"webhook {name!r}"
     if tenant is None:
-        raise JobsError(X_JOB_TENANT_REQUIRED, f"{owner} has no tenant.",
-                        "Pass tenant=lambda org_id, **_: org_id (the endpoint's org), or NO_TENANT.")
+        raise missing_tenant(owner=owner, fix="Pass tenant=lambda org_id, **_: org_id (the endpoint's org), or "
+                             "NO_TENANT.")
     for option, value in (("endpoint", endpoint), ("event", event)):
-        if not callable(value):
-            raise JobsError(code, f"{owner}: {option}={value!r} is not callable.",
-                            f"Pass {option}=lambda {option}_id, **_: <your row or None>.")
+        require_callable(value, owner=owner, option=option, fix=f"Pass {option}=lambda {option}_id, **_: <your row "
+                         "or None>.")
     if not all(callable(getattr(ledger, method, None)) for method in ("record", "consecutive_failures", "disable")):
         raise JobsError(code, f"{owner}: ledger={ledger!r} lacks record/consecutive_failures/disable.",
                         "Pass ledger=ultimate_jobs.webhooks.ModelLedger().")
-    if isinstance(disable_after, bool) or not isinstance(disable_after, int) or disable_after < 1:
-        raise JobsError(code, f"{owner}: disable_after={disable_after!r} must be a whole number >= 1.")
-    seconds = to_seconds(timeout, subject="timeout", code=code)
-    if not 0 < seconds < float("inf"):
-        raise JobsError(code, f"{owner}: timeout={timeout!r} must be a positive, finite duration.")
-    if not isinstance(allow_private, bool):
-        raise JobsError(code, f"{owner}: allow_private={allow_private!r} must be True or False.")
+    disable_after = whole_number(disable_after, owner=owner, option="disable_after",
+                                 fix=f"Set disable_after={DEFAULT_DISABLE_AFTER} (consecutive failed attempts).")
+    seconds = positive_duration(timeout, owner=owner, option="timeout")
+    allow_private = require_bool(allow_private, owner=owner, option="allow_private")
     declared: dict[str, Webhook] = {}
 
-    def send(ctx: Any, *, endpoint_id: Any, event_id: Any, **extra: Any) -> dict[str, Any]:
+    def send(ctx: JobContext, /, *, endpoint_id: Any, event_id: Any, **extra: Any) -> WebhookResult:
         return deliver(declared["self"], ctx, {"endpoint_id": endpoint_id, "event_id": event_id, **extra})
 
-    send.__module__ = sys._getframe(1).f_globals.get("__name__", "?")
-    send.__qualname__ = send.__name__ = f"webhook[{name}]"
-    handle = job(send, name=name, idempotency_key=lambda endpoint_id, event_id, **_: f"{name}:{endpoint_id}:{event_id}",
-                 tenant=tenant, queue=queue, retry=retry, timeout=seconds)
+    handle = declare(send, label=f"webhook[{name}]", name=name, tenant=tenant, queue=queue, retry=retry,
+                     timeout=seconds,
+                     idempotency_key=lambda endpoint_id, event_id, **_: f"{name}:{endpoint_id}:{event_id}")
     spec = Webhook(name=name, handle=handle, endpoint=endpoint, event=event, ledger=ledger,
                    disable_after=disable_after, timeout=seconds, allow_private=allow_private)
     declared["self"] = spec
