@@ -58,7 +58,6 @@ import logging
 import queue as queues
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
@@ -131,13 +130,7 @@ class Consumer:
     lag: Callable[..., int | None] | None
 
 
-_declarations: weakref.WeakKeyDictionary[AnyJobHandle, Consumer] = weakref.WeakKeyDictionary()
 _by_name: dict[str, Consumer] = {}
-
-
-def get_consumer(name: str) -> Consumer | None:
-    """The consumer declared under ``name`` (its per-key job's name), or None."""
-    return _by_name.get(name)
 
 
 def status(name: str, key: Any) -> dict[str, Any] | None:
@@ -340,7 +333,6 @@ def consumer(*, name: str, tenant: ConsumerTenant | None = None,  # noqa: A002
     spec = Consumer(name=name, handle=per_key, arm=arm_handle, keys=keys, open=open, handle_batch=handle,
                     load=cursor[0], save=cursor[1], batch=batch, lag=lag)
     declared["self"] = spec
-    _declarations[per_key] = spec
     _by_name[name] = spec
     _guard(per_key, name)
     return per_key

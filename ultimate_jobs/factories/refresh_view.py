@@ -47,7 +47,7 @@ from ultimate_jobs.factories.kit import declare, literal_key, require_bool
 from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.names import check_job_name
-from ultimate_jobs.registry import get_job_handle, registered_jobs
+from ultimate_jobs.registry import registered_jobs
 from ultimate_jobs.retry import Retry
 
 __all__ = ["RefreshResult", "RefreshView", "refresh_view", "registered_views", "view_problem"]
@@ -133,7 +133,3 @@ def view_problem(declared: RefreshView) -> tuple[str | None, tuple[str, str] | N
                 "expression) for REFRESH ... CONCURRENTLY to match rows on."), facts.qualified
     return None, facts.qualified
 
-
-def get_refresh(name: str) -> RefreshView | None:
-    handle = get_job_handle(name)
-    return None if handle is None else _declarations.get(handle)
