@@ -76,6 +76,7 @@ from ultimate_jobs.factories.kit import (
     declare,
     is_whole,
     missing_tenant,
+    named,
     optional_callable,
     require_callable,
     whole_number,
@@ -83,7 +84,6 @@ from ultimate_jobs.factories.kit import (
 from ultimate_jobs.handle import AnyJobHandle, BoundJob, JobHandle
 from ultimate_jobs.inputs import NO_TENANT, Tenant, _NoTenant
 from ultimate_jobs.models import ConsumerState
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 from ultimate_jobs.schedule.declarations import task
 
@@ -293,8 +293,7 @@ def consumer(*, name: str, tenant: ConsumerTenant | None = None,  # noqa: A002
     cursor)`` how far behind the key is. The handle's input, ``key=``, is keyword-only, which no
     ParamSpec literal spells: it answers ``JobHandle[..., ConsumerResult]``."""
     code = X_CONSUMER_INVALID
-    name = check_job_name(name)
-    owner = f"consumer {name!r}"
+    name, owner = named("consumer", name)
     if unknown:
         why = "a consumer has no timeout: a run ends with its stream or a drain" if "timeout" in unknown else \
             "unknown option(s)"

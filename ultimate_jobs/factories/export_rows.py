@@ -59,10 +59,9 @@ from ultimate_jobs.errors import (
     JobsError,
     Terminal,
 )
-from ultimate_jobs.factories.kit import declare, input_key, missing_tenant, require_callable, whole_number
+from ultimate_jobs.factories.kit import declare, input_key, missing_tenant, named, require_callables, whole_number
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.inputs import IdempotencyKey, Tenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 __all__ = ["FORMATS", "encode_rows", "export_rows", "render_prefix", "write_object"]
@@ -95,13 +94,11 @@ def export_rows(*, name: str, tenant: Tenant | None = None, source: Callable[...
 
     ``source(ctx, **input)`` answers the QuerySet. The handle's input is the app's keyword-only
     input, which no ParamSpec literal spells: it answers ``JobHandle[..., ExportResult]``."""
-    name = check_job_name(name)
-    owner = f"export_rows {name!r}"
+    name, owner = named("export_rows", name)
     if tenant is None:
         raise missing_tenant(owner=owner, why="an export reads rows someone can download",
                              fix="Pass tenant=NO_TENANT for tables without tenants, or the input's tenant.")
-    for option, value in (("source", source), ("storage", storage)):
-        require_callable(value, owner=owner, option=option)
+    require_callables(owner=owner, source=source, storage=storage)
     fields = check_fields(owner, fields)
     check_format(owner, format)
     check_prefix(owner, prefix)

@@ -1,12 +1,13 @@
 """Internal: the setup every factory shares — the body it writes declared as an ordinary job, and
-the checks of the options most factories take (a missing tenant, a whole number, a duration, a callable,
-a flag, the default idempotency key).
+the checks of its name and of the options most factories take (a missing tenant, a whole number,
+a duration, a callable, a flag, the default idempotency key).
 
 Every check names the factory and the option as written (``"webhook 'billing': disable_after=0
 ..."``), raises ``JobsError`` with the factory's own code (``X_JOB_DECLARATION_INVALID`` unless the
-factory has one: ``X_CONSUMER_INVALID``, ``X_WEBHOOK_RECEIVER_INVALID``...) and a one-line fix, and
-answers the value as the factory keeps it. ``is_whole`` is the whole-number test alone, for a value
-that is refused another way (a ``ValueError``, a terminal error in the run).
+factory has one: ``X_CONSUMER_INVALID``, ``X_WEBHOOK_RECEIVER_INVALID``...) and a one-line fix
+(the factory's, else the code's own), and answers the value as the factory keeps it. ``is_whole``
+is the whole-number test alone, for a value refused another way (a ``ValueError``, a terminal
+error in the run).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ultimate_jobs.declaration import JobOptions, job
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_REQUIRED, JobsError
 from ultimate_jobs.inputs import IdempotencyKey, Tenant
+from ultimate_jobs.names import check_job_name
 
 if TYPE_CHECKING:
     from ultimate_jobs.context import JobContext
@@ -46,6 +48,13 @@ def declare(body: Callable[Concatenate[JobContext, P], R], *, label: str, functi
     if doc is not None:
         body.__doc__ = doc
     return job(body, idempotency_key=idempotency_key, tenant=tenant, **options)
+
+
+def named(factory: str, name: str) -> tuple[str, str]:
+    """The job name, checked as ``@job`` checks one (``X_JOB_DECLARATION_INVALID``), and the owner
+    every refusal of the factory names: ``"<factory> '<name>'"``."""
+    name = check_job_name(name)
+    return name, f"{factory} {name!r}"
 
 
 def missing_tenant(*, owner: str, fix: str, why: str = "", code: str = X_JOB_TENANT_REQUIRED) -> JobsError:
@@ -87,8 +96,20 @@ def require_callable(value: C | None, *, owner: str, option: str, fix: str | Non
                      code: str = X_JOB_DECLARATION_INVALID) -> C:
     """``value`` when it is callable; else ``code`` (None too: a required hook left out)."""
     if not callable(value):
-        raise JobsError(code, f"{owner}: {option}={value!r} is not callable.", fix)
+        raise _not_callable(value, owner=owner, option=option, fix=fix, code=code)
     return value
+
+
+def require_callables(*, owner: str, fix: str | None = None, code: str = X_JOB_DECLARATION_INVALID,
+                      **hooks: object) -> None:
+    """Refuse the first of ``hooks`` (option name -> value, in the order given) that is not callable."""
+    for option, value in hooks.items():
+        if not callable(value):
+            raise _not_callable(value, owner=owner, option=option, fix=fix, code=code)
+
+
+def _not_callable(value: object, *, owner: str, option: str, fix: str | None, code: str) -> JobsError:
+    return JobsError(code, f"{owner}: {option}={value!r} is not callable.", fix)
 
 
 def optional_callable(value: C | None, *, owner: str, option: str, fix: str | None = None,

@@ -43,10 +43,9 @@ from django.db import connections, models, router
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.db import store_for
 from ultimate_jobs.errors import X_JOB_REFRESH_VIEW_INVALID, JobsError, Terminal
-from ultimate_jobs.factories.kit import declare, literal_key, require_bool
+from ultimate_jobs.factories.kit import declare, literal_key, named, require_bool
 from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.inputs import NO_TENANT
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.registry import registered_jobs
 from ultimate_jobs.retry import Retry
 
@@ -83,8 +82,7 @@ def refresh_view(*, name: str, view: type[models.Model] | str, concurrently: boo
                  retry: Retry | int | None = None) -> JobHandle[[], RefreshResult]:
     """Declare a refresh; see the module docstring for every option and refusal."""
     code = X_JOB_REFRESH_VIEW_INVALID
-    name = check_job_name(name)
-    owner = f"refresh_view {name!r}"
+    name, owner = named("refresh_view", name)
     if isinstance(view, type) and issubclass(view, models.Model):
         relation = view._meta.db_table
         database = database or router.db_for_write(view) or "default"

@@ -52,10 +52,9 @@ from ultimate_jobs import clock
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.durations import Duration
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, X_JOB_ROLLUP_INVALID, JobsError, Terminal
-from ultimate_jobs.factories.kit import declare, input_key, positive_duration
+from ultimate_jobs.factories.kit import declare, input_key, named, positive_duration
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.inputs import NO_TENANT, Tenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 __all__ = ["BUCKETS", "RollupResult", "bucket_start", "rollup"]
@@ -100,8 +99,7 @@ def rollup(*, name: str, into: type[M], key: Sequence[str], lookback: Duration |
     ``source(*, since, bucket, tz, **input)`` answers the points, ``map(point, **input)`` one row of
     ``into`` (an instance or a dict of its fields). The handle's input is the app's keyword-only
     input, which no ParamSpec literal spells: it answers ``JobHandle[..., RollupResult]``."""
-    name = check_job_name(name)
-    owner = f"rollup {name!r}"
+    name, owner = named("rollup", name)
 
     def refuse(cause: str) -> JobsError:
         return JobsError(X_JOB_ROLLUP_INVALID, f"{owner}: {cause}")

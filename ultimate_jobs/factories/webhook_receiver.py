@@ -73,10 +73,9 @@ from ultimate_jobs.errors import (
     X_WEBHOOK_SIGNATURE_INVALID,
     JobsError,
 )
-from ultimate_jobs.factories.kit import declare, is_whole, missing_tenant, require_callable, whole_number
+from ultimate_jobs.factories.kit import declare, is_whole, missing_tenant, named, require_callables, whole_number
 from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.inputs import Tenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 log = logging.getLogger("ultimate_jobs")
@@ -198,16 +197,14 @@ def webhook_receiver(*, name: str, path: str, tenant: Tenant | None = None,  # n
     The handle's input, ``event_id=`` and ``payload=``, is keyword-only, which no ParamSpec literal
     spells: it answers ``JobHandle[..., R]``, ``R`` being what ``handle`` answers."""
     code = X_WEBHOOK_RECEIVER_INVALID
-    name = check_job_name(name)
-    owner = f"webhook_receiver {name!r}"
+    name, owner = named("webhook_receiver", name)
     route = path
     if not isinstance(route, str) or not route or route.startswith("/"):
         raise JobsError(code, f"{owner}: path={route!r} must be a Django route without a leading '/'.",
                         'Pass path="hooks/billing/<str:account>/".')
     if tenant is None:
         raise missing_tenant(owner=owner, code=code, fix="Pass tenant=NO_TENANT or tenant=lambda payload, **_: ...")
-    for option, value in (("verify", verify), ("handle", handle)):
-        require_callable(value, owner=owner, option=option, code=code)
+    require_callables(owner=owner, code=code, verify=verify, handle=handle)
     max_bytes = whole_number(max_bytes, owner=owner, option="max_bytes", unit="bytes", code=code,
                              fix=f"Set max_bytes={DEFAULT_MAX_BYTES} (1 MiB), or the largest body a sender posts.")
 

@@ -68,15 +68,15 @@ from ultimate_jobs.factories.backfill.sweep import BackfillBatch, BackfillResult
 from ultimate_jobs.factories.kit import (
     declare,
     missing_tenant,
+    named,
     optional_callable,
     require_bool,
-    require_callable,
+    require_callables,
     whole_number,
 )
 from ultimate_jobs.factories.pacer import DEFAULT_RATE, check_rate
 from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.inputs import NO_TENANT, Tenant, _NoTenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.registry import get_job_handle, registered_jobs
 from ultimate_jobs.retry import Retry
 
@@ -178,16 +178,14 @@ def backfill(*, name: str, tenant: BackfillTenant | None = None, source: Callabl
              retry: Retry | int | None = None, timeout: Duration | None = None) -> BackfillHandle:
     """Declare a backfill; see the module docstring for every option and refusal."""
     code = X_JOB_DECLARATION_INVALID
-    name = check_job_name(name)
-    owner = f"backfill {name!r}"
+    name, owner = named("backfill", name)
     if tenant is None:
         raise missing_tenant(owner=owner, why="a backfill is a job and says which org it acts for",
                              fix="Pass tenant=NO_TENANT to sweep every tenant's rows, or the tenant id.")
     if not (tenant is NO_TENANT or (isinstance(tenant, str) and tenant) or callable(tenant)):
         raise JobsError(code, f"{owner}: tenant={tenant!r} is not NO_TENANT, a tenant id or a callable() -> str.")
-    for option, value in (("source", source), ("handle", handle)):
-        require_callable(value, owner=owner, option=option,
-                         fix="Pass source=lambda ctx: Model.objects.filter(...) and handle=fn(batch).")
+    require_callables(owner=owner, fix="Pass source=lambda ctx: Model.objects.filter(...) and handle=fn(batch).",
+                      source=source, handle=handle)
     count = optional_callable(count, owner=owner, option="count",
                               fix="Pass count=lambda ctx: <the same filter as source>.count(), or leave it out.")
     batch = whole_number(batch, owner=owner, option="batch", high=MAX_BATCH, unit="rows",

@@ -77,13 +77,13 @@ from ultimate_jobs.factories.kit import (
     declare,
     input_key,
     missing_tenant,
+    named,
     optional_callable,
-    require_callable,
+    require_callables,
     whole_number,
 )
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.inputs import IdempotencyKey, Tenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 __all__ = ["Import", "ImportBatch", "ImportResult", "import_rows"]
@@ -133,13 +133,11 @@ def import_rows(*, name: str, tenant: Tenant | None = None, storage: Callable[[]
 
     The handle's input is the app's keyword-only input, which no ParamSpec literal spells: it
     answers ``JobHandle[..., ImportResult]``."""
-    name = check_job_name(name)
-    owner = f"import_rows {name!r}"
+    name, owner = named("import_rows", name)
     if tenant is None:
         raise missing_tenant(owner=owner, why="an import writes some org's rows",
                              fix="Pass tenant=NO_TENANT for tables without tenants, or the input's tenant.")
-    for option, value in (("storage", storage), ("handle", handle)):
-        require_callable(value, owner=owner, option=option)
+    require_callables(owner=owner, storage=storage, handle=handle)
     optional_callable(errors_storage, owner=owner, option="errors_storage")
     if not (callable(key) or (isinstance(key, str) and key)):
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: key={key!r} is neither a format string nor a "

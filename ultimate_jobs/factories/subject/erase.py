@@ -29,13 +29,12 @@ from django.db.models import Model, QuerySet
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.durations import Duration
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError, Terminal
-from ultimate_jobs.factories.kit import declare, input_key, missing_tenant, whole_number
+from ultimate_jobs.factories.kit import declare, input_key, missing_tenant, named, whole_number
 from ultimate_jobs.factories.subject.declaration import Subject, Treatment
 from ultimate_jobs.factories.subject.reach import Edge, Reach, label
 from ultimate_jobs.factories.subject.rows import parent_keys, rows_of, stored
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.inputs import IdempotencyKey, Tenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 __all__ = ["EraseResult", "erase_run", "subject_erase"]
@@ -66,8 +65,8 @@ def subject_erase(*, name: str, tenant: Tenant | None = None, subject: Subject, 
 
     The handle's input is the app's keyword-only input, which no ParamSpec literal spells: it
     answers ``JobHandle[..., EraseResult]``."""
-    name = check_job_name(name)
-    tenant, page = check_declaration(f"subject_erase {name!r}", tenant, subject, page)
+    name, owner = named("subject_erase", name)
+    tenant, page = check_declaration(owner, tenant, subject, page)
 
     def body(ctx: JobContext, /, **input: Any) -> EraseResult:
         return erase_run(subject, ctx, input, page=page)

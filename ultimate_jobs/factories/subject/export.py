@@ -40,14 +40,13 @@ from ultimate_jobs.factories.export_rows import (
     render_prefix,
     write_object,
 )
-from ultimate_jobs.factories.kit import declare, input_key, require_callable
+from ultimate_jobs.factories.kit import declare, input_key, named, require_callables
 from ultimate_jobs.factories.subject.declaration import Subject
 from ultimate_jobs.factories.subject.erase import check_declaration, subject_key
 from ultimate_jobs.factories.subject.reach import label
 from ultimate_jobs.factories.subject.rows import rows_of, stored
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.inputs import IdempotencyKey, Tenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 __all__ = ["SubjectExportResult", "subject_export"]
@@ -70,10 +69,9 @@ def subject_export(*, name: str, tenant: Tenant | None = None, subject: Subject,
 
     The handle's input is the app's keyword-only input, which no ParamSpec literal spells: it
     answers ``JobHandle[..., SubjectExportResult]``."""
-    name = check_job_name(name)
-    owner = f"subject_export {name!r}"
+    name, owner = named("subject_export", name)
     tenant, page = check_declaration(owner, tenant, subject, page)
-    require_callable(storage, owner=owner, option="storage")
+    require_callables(owner=owner, storage=storage)
     check_format(owner, format)
     check_prefix(owner, prefix)
 

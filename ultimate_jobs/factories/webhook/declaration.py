@@ -79,6 +79,7 @@ from ultimate_jobs.errors import (
 from ultimate_jobs.factories.kit import (
     declare,
     missing_tenant,
+    named,
     positive_duration,
     require_bool,
     require_callable,
@@ -88,7 +89,6 @@ from ultimate_jobs.factories.webhook import addresses, signing, transport
 from ultimate_jobs.factories.webhook.ledger import Delivery, WebhookLedger
 from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.inputs import Tenant
-from ultimate_jobs.names import check_job_name
 from ultimate_jobs.retry import Retry
 
 log = logging.getLogger("ultimate_jobs")
@@ -255,8 +255,7 @@ def webhook(*, name: str, tenant: Tenant | None = None, endpoint: Callable[..., 
             retry: Retry | int | None = None) -> WebhookHandle:
     """Declare an outbound webhook; see the module docstring for every option and refusal."""
     code = X_JOB_DECLARATION_INVALID
-    name = check_job_name(name)
-    owner = f"webhook {name!r}"
+    name, owner = named("webhook", name)
     if tenant is None:
         raise missing_tenant(owner=owner, fix="Pass tenant=lambda org_id, **_: org_id (the endpoint's org), or "
                              "NO_TENANT.")
