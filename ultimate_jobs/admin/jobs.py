@@ -11,7 +11,7 @@ Buttons and actions confirm first, then call ``ops`` one job at a time (``admin.
 from __future__ import annotations
 
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from django.contrib import admin
@@ -38,6 +38,13 @@ from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix
 from ultimate_jobs.redact import preview_json, redact_text
 from ultimate_jobs.registry import get_job_handle, registered_jobs
+
+if TYPE_CHECKING:
+    from ultimate_jobs.models import Job
+
+    _JobModelAdmin = admin.ModelAdmin[Job]
+else:  # django-stubs types ModelAdmin over its model; Django's class takes no subscript at run time
+    _JobModelAdmin = admin.ModelAdmin
 
 PREVIEW_CHARS = 1000
 # The URL lookups the changelist itself makes: its filters, the tenant links, the date drill-down.
@@ -82,7 +89,7 @@ class NameFilter(_DeclaredFilter):
         return {h.name for h in registered_jobs() if not queue or h.queue == queue}
 
 
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(_JobModelAdmin):
     list_display = ("job_id", "state_badge", "job_name", "tenant", "attempt_count", "updated", "short_error",
                     "payload_preview")
     list_display_links = ("job_id",)

@@ -58,7 +58,8 @@ def queues_view(admin: JobAdmin) -> View:
     return view
 
 
-def _toggle(admin: JobAdmin, request: HttpRequest, verb: str, act: Callable[[], Any], back: str, what: str) -> Any:
+def _toggle(admin: JobAdmin, request: HttpRequest, verb: str, act: Callable[[], object], back: str,
+            what: str) -> HttpResponse:
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     if (not admin.has_pause_permission(request) or verb not in ("pause", "resume")

@@ -10,26 +10,34 @@ Nothing here writes: re-enabling an endpoint is the app's decision
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.contrib import admin
 from django.http import HttpRequest
 
 from ultimate_jobs.models import WebhookDelivery, WebhookEndpointState
 
+if TYPE_CHECKING:
+    _DeliveryAdmin = admin.ModelAdmin[WebhookDelivery]
+    _EndpointStateAdmin = admin.ModelAdmin[WebhookEndpointState]
+else:  # django-stubs types ModelAdmin over its model; Django's class takes no subscript at run time
+    _DeliveryAdmin = _EndpointStateAdmin = admin.ModelAdmin
 
-class _ReadOnly(admin.ModelAdmin):
+
+class _ReadOnly:
+    """No add, change or delete: mixed in before the ``ModelAdmin``, so its answers win."""
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
 
-class WebhookDeliveryAdmin(_ReadOnly):
+class WebhookDeliveryAdmin(_ReadOnly, _DeliveryAdmin):
     list_display = ("delivered_at", "name", "endpoint_id", "event_id", "topic", "attempt", "status_code",
                     "error_code", "duration_ms", "job_id")
     list_filter = ("name", "status_code", "error_code")
@@ -39,7 +47,7 @@ class WebhookDeliveryAdmin(_ReadOnly):
     show_full_result_count = False  # no COUNT(*) over a large ledger on every page
 
 
-class WebhookEndpointStateAdmin(_ReadOnly):
+class WebhookEndpointStateAdmin(_ReadOnly, _EndpointStateAdmin):
     list_display = ("endpoint_id", "consecutive_failures", "disabled_at", "last_error_code", "updated_at")
     list_filter = ("last_error_code",)
     search_fields = ("=endpoint_id",)

@@ -69,7 +69,7 @@ class UltimateJobsBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unus
         self.key: Callable[..., str | None] | None = import_string(key) if isinstance(key, str) else key
         self.database: str | None = options.get("database")
 
-    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:  # type: ignore[override,unused-ignore]
+    def enqueue(self, task: Task[..., Any], args: Any, kwargs: Any) -> TaskResult[..., Any]:  # type: ignore[override,unused-ignore]
         self.validate_task(task)
         args_json, kwargs_json = _round_trip(list(args)), _round_trip(dict(kwargs))
         key = self.key(task, args_json, kwargs_json) if self.key is not None else None
@@ -88,7 +88,7 @@ class UltimateJobsBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unus
         task_enqueued.send(type(self), task_result=result)
         return result
 
-    def get_result(self, result_id: str) -> TaskResult:  # type: ignore[override,unused-ignore]
+    def get_result(self, result_id: str) -> TaskResult[..., Any]:  # type: ignore[override,unused-ignore]
         return results.read(result_id, database=self.database or get_settings().DATABASE)
 
 

@@ -38,7 +38,7 @@ _FIELDS = ("id", "name", "queue", "state", "payload", "result", "attempt", "clai
            "created_at", "started_at", "finished_at")
 
 
-def read(result_id: str, *, database: str) -> TaskResult:
+def read(result_id: str, *, database: str) -> TaskResult[..., Any]:
     """The ``TaskResult`` of ``result_id``; ``TaskResultDoesNotExist`` for an id that is no Django task's."""
     try:
         key = UUID(str(result_id))
@@ -60,7 +60,7 @@ def read(result_id: str, *, database: str) -> TaskResult:
     return from_row(row)
 
 
-def from_row(row: dict[str, Any]) -> TaskResult:
+def from_row(row: dict[str, Any]) -> TaskResult[..., Any]:
     payload = row["payload"]
     if isinstance(payload, str):
         payload = json.loads(payload)
@@ -70,7 +70,7 @@ def from_row(row: dict[str, Any]) -> TaskResult:
     if status == TaskResultStatus.RUNNING and row["attempt"] > len(history) and row["claimed_by"]:
         workers.append(row["claimed_by"])
     starts = [_when(entry.get("started_at")) for entry in history]
-    result: TaskResult = TaskResult(
+    result: TaskResult[..., Any] = TaskResult(
         task=_task(payload, row), id=str(row["id"]), status=status, enqueued_at=row["created_at"],
         started_at=row["started_at"], finished_at=row["finished_at"],
         last_attempted_at=next((s for s in reversed(starts) if s is not None), row["started_at"]),
@@ -81,7 +81,7 @@ def from_row(row: dict[str, Any]) -> TaskResult:
     return result
 
 
-def enqueued(task: Any, result_id: str, args: list[Any], kwargs: dict[str, Any], backend: str) -> TaskResult:
+def enqueued(task: Any, result_id: str, args: list[Any], kwargs: dict[str, Any], backend: str) -> TaskResult[..., Any]:
     """The ``TaskResult`` an enqueue answers: READY, nothing run yet."""
     from django.utils import timezone
 
@@ -91,7 +91,7 @@ def enqueued(task: Any, result_id: str, args: list[Any], kwargs: dict[str, Any],
 
 
 def running(ctx: JobContext, task: Any, *, args: list[Any], kwargs: dict[str, Any], backend: str,
-            priority: int, enqueued_at: str | None) -> TaskResult:
+            priority: int, enqueued_at: str | None) -> TaskResult[..., Any]:
     """The ``TaskResult`` a running attempt hands its signals and ``TaskContext``: the row's history
     so far, this attempt's worker last. A first attempt reads nothing (no history yet; its worker id
     is read only if something looks at it): a read per task would cost more than a no-op task."""
@@ -105,7 +105,7 @@ def running(ctx: JobContext, task: Any, *, args: list[Any], kwargs: dict[str, An
                           errors=[], worker_ids=_Workers(ctx.job_id, ctx.attempt, alias_for_queue(ctx.queue)))
     row = Job.objects.using(alias_for_queue(ctx.queue)).filter(id=ctx.job_id).values(*_FIELDS).first() or {}
     history = list(row.get("attempts") or [])
-    result: TaskResult = TaskResult(
+    result: TaskResult[..., Any] = TaskResult(
         task=_as_enqueued(task, priority, ctx.queue), id=str(ctx.job_id),
         status=TaskResultStatus.RUNNING, enqueued_at=_when(enqueued_at) or row.get("created_at"),
         started_at=row.get("started_at") or now, finished_at=None, last_attempted_at=now, args=args, kwargs=kwargs,
@@ -157,7 +157,7 @@ class _Workers(list[str]):
         super().append(value)
 
 
-def finished(result: TaskResult, status: Any, value: Any) -> None:
+def finished(result: TaskResult[..., Any], status: Any, value: Any) -> None:
     """Mark ``result`` (a running one) finished, for ``task_finished``."""
     from django.utils import timezone
 
