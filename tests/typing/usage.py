@@ -4,9 +4,25 @@ line below it (``builtins.`` left out of type names, as recent mypy prints them)
 
 from __future__ import annotations
 
-from typing import reveal_type
+from typing import Any, TypeVar, reveal_type
 
-from ultimate_jobs import NO_TENANT, JobContext, job, ops
+from django.contrib.auth.models import Group, User
+
+from ultimate_jobs import (
+    NO_TENANT,
+    BackfillBatch,
+    JobContext,
+    backfill,
+    job,
+    ops,
+    purge,
+    webhook,
+    webhook_receiver,
+)
+from ultimate_jobs.handle import JobHandle
+from ultimate_jobs.webhooks import ModelLedger
+
+R = TypeVar("R")
 
 
 @job(idempotency_key="receipt:{order_id}", tenant="{shop_id}")
@@ -35,3 +51,49 @@ send_receipt.enqueue(order_id=42, shop="acme")
 send_receipt.enqueue(order_id="42", shop_id="acme")
 # expect: Missing named argument "shop_id" for "enqueue"
 send_receipt.using(queue="emails").enqueue(order_id=42)
+
+
+# The factories answer handles typed like @job's: the result a run answers (read here through
+# result_of), and the input where it is fixed: none for a purge; a keyword-only input is "...", which
+# mypy prints [*Any, **Any]. A backfill's handle gets its source's rows: another model's is refused.
+def result_of(handle: JobHandle[..., R]) -> R:
+    raise NotImplementedError
+
+
+def activate(batch: BackfillBatch[User]) -> None:
+    User.objects.filter(pk__in=[u.pk for u in batch.rows]).update(is_active=True)
+
+
+def rename(batch: BackfillBatch[Group]) -> None:
+    pass
+
+
+def on_event(*, event_id: str, payload: Any, ctx: JobContext) -> int:
+    return 1
+
+
+class Sessions:
+    def purge_expired(self, now: object) -> int:
+        return 0
+
+
+sweep = backfill(name="typing.sweep", tenant=NO_TENANT, source=lambda ctx: User.objects.filter(is_active=False),
+                 handle=activate)
+# expect: Revealed type is "ultimate_jobs.handle.JobHandle[[*Any, **Any], TypedDict(
+reveal_type(sweep)
+# expect: Revealed type is "TypedDict(ultimate_jobs.factories.backfill.sweep.BackfillResult, {'batches': int,
+reveal_type(result_of(sweep))
+# expect: Cannot infer value of type parameter "M" of "backfill"
+backfill(name="typing.mismatch", tenant=NO_TENANT, source=lambda ctx: User.objects.all(), handle=rename)
+nightly = purge(name="typing.purge", targets=[Sessions()])
+# expect: Revealed type is "ultimate_jobs.handle.JobHandle[[], TypedDict(ultimate_jobs.factories.purge.PurgeResult
+reveal_type(nightly)
+# expect: Unexpected keyword argument "now" for "enqueue" of "JobHandle"
+nightly.enqueue(now="2026-01-01")
+deliver = webhook(name="typing.webhook", tenant=NO_TENANT, endpoint=lambda **_: None, event=lambda **_: None,
+                  ledger=ModelLedger())
+# expect: Revealed type is "TypedDict(ultimate_jobs.factories.webhook.declaration.WebhookResult, {'attempt': int,
+reveal_type(result_of(deliver))
+# expect: Revealed type is "ultimate_jobs.handle.JobHandle[[*Any, **Any], int]"
+reveal_type(webhook_receiver(name="typing.inbound", path="hooks/typing/", tenant=NO_TENANT,
+                             verify=lambda inbound: {"event_id": "1", "payload": None}, handle=on_event))
