@@ -136,10 +136,6 @@ class ModelLedger:
         WebhookEndpointState.objects.using(self.alias).filter(endpoint_id=endpoint_id).update(
             disabled_at=None, consecutive_failures=0, updated_at=clock.now())
 
-    def is_disabled(self, endpoint_id: str) -> bool:
-        return WebhookEndpointState.objects.using(self.alias).filter(
-            endpoint_id=endpoint_id, disabled_at__isnull=False).exists()
-
 
 class WebhookDeliveries:
     """Retention target: ledger rows older than ``DEAD_RETENTION``, ``batch`` rows a statement."""
