@@ -39,6 +39,7 @@ from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 from ultimate_jobs.runtime.holdings import Attempt, Holdings, count
 from ultimate_jobs.runtime.limits import ProcessLimits
+from ultimate_jobs.runtime.outcome import Outcome
 from ultimate_jobs.runtime.settling import CONNECTION_ERRORS, Settler
 from ultimate_jobs.runtime.slots import FleetSlots
 from ultimate_jobs.runtime.threads import EventLoopThread, Pool
@@ -219,7 +220,7 @@ class Claims:
         log.info("jobs.worker.shed job_id=%s name=%s queue=%s tenant=%s", claimed.id, claimed.name, claimed.queue,
                  claimed.tenant_id)
         attempt = Attempt(claimed=claimed, handle=get_job_handle(claimed.name))  # type: ignore[arg-type]
-        attempt.outcome = Settlement(claimed.id, claimed.claim, "ready", uncount=True)
+        attempt.outcome = Outcome(Settlement(claimed.id, claimed.claim, "ready", uncount=True))
         attempt.finished.set()
         self.holdings.pending.append(attempt)
         self.holdings.stats["shed"] += 1
@@ -245,7 +246,7 @@ class Claims:
         waited = attempt.id in self._waiting
         self._waiting.discard(attempt.id)
         if waited and attempt.token.is_set():
-            attempt.outcome = Settlement(attempt.claimed.id, attempt.claimed.claim, "ready", uncount=True)
+            attempt.outcome = Outcome(Settlement(attempt.claimed.id, attempt.claimed.claim, "ready", uncount=True))
             return False
         if attempt.handle.timeout is not None:
             attempt.deadline = time.monotonic() + attempt.handle.timeout

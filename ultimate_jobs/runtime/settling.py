@@ -3,7 +3,7 @@
 A pass settles every run that finished since the last one in the statement that also claims
 (``claims.Claims``); the drain's last passes settle alone (``Settler.settle``). ``linger`` lets a
 pass wait a moment for more attempts to finish, so one commit settles many. Once a settle statement
-answered that a row settled, its ``after`` (``on_settled``, an event wait's re-check) runs on a
+answered that a row settled, its outcome's ``after`` (``on_settled``, an event wait's re-check) runs on a
 small hook pool, never on the claim loop. An attempt past its ``timeout`` (or its step's
 ``step_timeout``) is failed here and abandoned to its thread (``expire_timeouts``).
 
@@ -56,7 +56,7 @@ def storable(outcome: Settlement) -> Settlement:
 def refused(attempt: Attempt, exc: BaseException) -> Settlement:
     """The last resort for an attempt whose settle the database refused on its own: no result, the
     error text escaped, the code generic; a success that cannot be stored ends the run."""
-    outcome = (storable(attempt.outcome) if attempt.outcome is not None
+    outcome = (storable(attempt.outcome.settlement) if attempt.outcome is not None
                else Settlement(attempt.id, attempt.claimed.claim, "failed"))
     state = outcome.state
     if state == "done":
@@ -103,7 +103,7 @@ class Settler:
     @staticmethod
     def outcomes(batch: list[Attempt]) -> list[Settlement]:
         """The settlements to send for ``batch``, each storable."""
-        return [storable(r.outcome) for r in batch if r.outcome is not None]
+        return [storable(r.outcome.settlement) for r in batch if r.outcome is not None]
 
     def settle_each(self) -> None:
         """The batch settle failed on a value: settle the pending runs one statement each, so one
@@ -117,7 +117,8 @@ class Settler:
                 continue
             try:
                 try:
-                    settled |= self.store.job_settle_many(settlements=[storable(attempt.outcome)], now=clock.sql_now())
+                    settled |= self.store.job_settle_many(settlements=[storable(attempt.outcome.settlement)],
+                                                          now=clock.sql_now())
                 except self._db_errors as exc:
                     if isinstance(exc, CONNECTION_ERRORS):
                         raise
@@ -140,17 +141,18 @@ class Settler:
             attempt.settled = True
             self.holdings.forget(attempt)
             assert attempt.outcome is not None
+            outcome = attempt.outcome.settlement
             if attempt.id not in settled:
                 stats["lost"] += 1
                 log.warning("jobs.settle.lost job_id=%s name=%s queue=%s outcome=%s: the row is no longer this "
                             "worker's (cancelled or reclaimed)", attempt.id, attempt.claimed.name,
-                            attempt.claimed.queue, attempt.outcome.state)
+                            attempt.claimed.queue, outcome.state)
             else:
                 # A suspension settled (state suspended, attempt handed back): counted as settled.
-                if attempt.outcome.uncount and attempt.outcome.state != "suspended":
+                if outcome.uncount and outcome.state != "suspended":
                     stats["interrupted"] += 1
-                    if attempt.outcome.delay:  # handed back for later (a busy key): --burst waits it out
-                        self.burst_hold = max(self.burst_hold, time.monotonic() + attempt.outcome.delay)
+                    if outcome.delay:  # handed back for later (a busy key): --burst waits it out
+                        self.burst_hold = max(self.burst_hold, time.monotonic() + outcome.delay)
                 else:
                     stats["settled"] += 1
                 self.after(attempt.outcome.after)
@@ -174,10 +176,9 @@ class Settler:
             log.warning("jobs.timeout job_id=%s name=%s queue=%s", attempt.id, attempt.claimed.name,
                         attempt.claimed.queue)
             outcome = deadlines.timed_out_outcome(attempt.handle, attempt.claimed, attempt.token, self.store)
-            if outcome is not None:
-                outcome = outcome._replace(elapsed=now - attempt.started)
+            outcome = outcome._replace(settlement=outcome.settlement._replace(elapsed=now - attempt.started))
             try:
-                landed = self.store.job_settle_many(settlements=[outcome] if outcome else [], now=clock.sql_now())
+                landed = self.store.job_settle_many(settlements=[outcome.settlement], now=clock.sql_now())
             except self._db_errors as exc:
                 self._on_db_error("jobs.settle.failed", exc)
                 continue
@@ -185,7 +186,7 @@ class Settler:
             holdings.stats["settled"] += 1
             holdings.forget(attempt)
             holdings.abandoned.add(attempt)
-            if outcome is not None and outcome.id in landed:
+            if outcome.settlement.id in landed:
                 self.after(outcome.after)
 
     def linger(self, stopping: threading.Event) -> None:

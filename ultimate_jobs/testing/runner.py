@@ -4,7 +4,7 @@ It claims one known row at a time, runs the attempt on the *calling* thread thro
 execution path (``execute.run_attempt``: steps, suspension, the unwind, progress, ``on_settled``),
 enforces ``timeout``/``step_timeout`` the way the worker does (a watchdog sets the cancel token,
 then the attempt is failed with the worker's own verdict), settles with the store's fenced settle
-and runs the settlement's ``after`` once the settle landed. The calling thread matters: a test
+and runs the outcome's ``after`` once the settle landed. The calling thread matters: a test
 inside pytest-django's transaction sees the rows the body writes, and the body sees the test's.
 
 A ``SimulatedCrash`` raised at a fault point leaves the row ``running`` with nothing settled, like
@@ -119,11 +119,11 @@ class Runner:
             outcome = deadlines.timed_out_outcome(handle, claimed, token, self.store)
         if outcome is None:
             return None
-        landed = self.store.job_settle_many(settlements=[outcome], now=clock.sql_now())
-        if outcome.id in landed and outcome.after is not None:
+        landed = self.store.job_settle_many(settlements=[outcome.settlement], now=clock.sql_now())
+        if outcome.settlement.id in landed and outcome.after is not None:
             with on_settled.inline():
                 outcome.after()
-        return outcome
+        return outcome.settlement
 
     def lapse(self) -> None:
         """Play a killed worker's lease running out: move the clock past the visibility timeout
