@@ -79,14 +79,13 @@ def parse_concurrency(value: int | Mapping[str, int] | str | None, queues: Seque
 class Claims:
     """Claims runnable jobs into one worker's free slots and starts them."""
 
-    def __init__(self, *, store: Store, alias: str, worker_id: str, visibility: float, queues: list[str],
+    def __init__(self, *, store: Store, alias: str, worker_id: str, queues: list[str],
                  concurrency: dict[str, int] | int, capacity: int, limits: ProcessLimits, slots: FleetSlots,
                  holdings: Holdings, settler: Settler, on_db_error: Callable[[str, BaseException], None],
                  db_errors: tuple[type[Exception], ...], prefetch: bool = False) -> None:
         self.store = store
         self.alias = alias
         self.worker_id = worker_id
-        self.visibility = visibility
         self.queues = queues
         self.concurrency = concurrency
         self.capacity = capacity
