@@ -21,8 +21,6 @@ the modules below can import the models at their top. ``docs/architecture.md`` m
 import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from ultimate_jobs import _moved
-
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "BackfillBatch": "ultimate_jobs.factories.backfill.declaration",
@@ -109,8 +107,6 @@ __all__ = [
     "webhook",
     "webhook_receiver",
 ]
-
-_moved.install()
 
 
 def __getattr__(name: str) -> object:

@@ -25,7 +25,9 @@ is one dictionary lookup.
 Points: ``after_claim``, ``before_step_body``, ``after_step_body_before_checkpoint``,
 ``after_checkpoint_commit``, ``before_ack``, ``relay_after_publish_before_mark``,
 ``scheduler_after_fire`` (an occurrence's jobs and watermark just committed),
-``leader_before_renew`` (a leader is about to renew its lease).
+``leader_before_renew`` (a leader is about to renew its lease). The three step points also name
+their step, which ``step_observer`` sees in-process (``ultimate_jobs.testing``'s ``crash_at`` and
+``crash_proof``).
 
 Logged events: ``jobs.fault.armed`` (warning, at start), ``jobs.fault.ignored`` (warning: a spec
 without the second switch), ``jobs.fault.struck``.
@@ -59,6 +61,10 @@ Action = str | Callable[[], None]
 _armed: dict[str, tuple[Action, int | None]] | None = None
 _hits: dict[str, int] = {}
 _lock = threading.Lock()
+# How ``ultimate_jobs.testing`` (``crash_at``, ``crash_proof``) watches the step boundaries a run
+# crosses: called with ``(point, step)`` at a step's fault point, before any armed action, and
+# free to raise there (a crash scoped to one step). None unless a testing helper is in use.
+step_observer: Callable[[str, str], None] | None = None
 
 
 class FaultInjected(OperationalError):
@@ -146,8 +152,11 @@ def armed(actions: Mapping[str, Action]) -> Iterator[None]:
         _armed = before
 
 
-def fault(point: str) -> None:
-    """Strike at ``point`` if a test armed it; otherwise do nothing."""
+def fault(point: str, *, step: str | None = None) -> None:
+    """Strike at ``point`` if a test armed it; otherwise do nothing. ``step`` names the step whose
+    boundary ``point`` is (``step_observer`` sees it)."""
+    if step is not None and step_observer is not None:
+        step_observer(point, step)
     if _armed is None:
         load()  # a process that started no service (a script, an in-process test)
     armed_action = _armed.get(point) if _armed is not None else None

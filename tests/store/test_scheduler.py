@@ -18,6 +18,7 @@ from tests.scheduling import set_watermark, task_jobs, utc
 from ultimate_jobs import Scheduler, Worker, clock, faults, ops
 from ultimate_jobs.models import Job, SchedulerLeader, SchedulerState
 from ultimate_jobs.schedule.declarations import occurrence_ms
+from ultimate_jobs.testing import force_leader
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -141,8 +142,8 @@ def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(
         declare_task, frozen_at) -> None:
     every = minutely(declare_task)
     frozen_at(T0)
-    one = Scheduler(tasks=[every], holder="one", force_leader=True)
-    two = Scheduler(tasks=[every], holder="two", force_leader=True)
+    one = force_leader(Scheduler(tasks=[every], holder="one"))
+    two = force_leader(Scheduler(tasks=[every], holder="two"))
     assert two.run_once().leading and one.run_once().leading  # both read the armed watermark
     clock.freeze(utc(2026, 6, 1, 10, 1, 2))
     assert len(one.run_once().fired) == 1
@@ -311,7 +312,7 @@ def test_two_forced_leaders_racing_on_their_own_connections_fire_each_occurrence
         declare_task, frozen_at) -> None:
     every = minutely(declare_task)
     frozen_at(T0)
-    schedulers = {who: Scheduler(tasks=[every], holder=who, force_leader=True) for who in ("a", "b")}
+    schedulers = {who: force_leader(Scheduler(tasks=[every], holder=who)) for who in ("a", "b")}
     start, end = threading.Barrier(3), threading.Barrier(3)
     fired_by: dict[str, list[datetime]] = {"a": [], "b": []}
     rounds = 12

@@ -45,10 +45,9 @@ class ClaimedJob(NamedTuple):
 
 
 class Settlement(NamedTuple):
-    """How one attempt ended. ``state`` is a final state, ``retry``, ``ready`` (interrupted:
-    back at once) or ``suspended``; ``uncount`` hands the attempt back. ``after`` runs once the
-    settle statement answered that this row settled (``on_settled``, an event wait's re-check);
-    the stores never read it."""
+    """How one attempt ended, as the settle statement writes it. ``state`` is a final state,
+    ``retry``, ``ready`` (interrupted: back at once) or ``suspended``; ``uncount`` hands the
+    attempt back."""
 
     id: UUID
     claim: UUID
@@ -59,7 +58,6 @@ class Settlement(NamedTuple):
     stop_reason: str | None = None
     delay: float = 0.0
     uncount: bool = False
-    after: Callable[[], object] | None = None
     # Seconds the attempt ran: its history entry starts this long before the settle (None: at it).
     elapsed: float | None = None
 
@@ -147,7 +145,7 @@ class JobRow:
     (under the ids it was staged with, ``delay`` 0 and its ``run_at`` fixed at staging).
 
     Not ``frozen`` though nothing changes one: a frozen dataclass's ``__init__`` pays an
-    ``object.__setattr__`` call per field, 2.3 µs a row against 1.1 (``enqueue_many`` makes one a row)."""
+    ``object.__setattr__`` call per field, and ``enqueue_many`` makes one a row (docs/scaling.md)."""
 
     id: UUID
     run_id: UUID
@@ -229,7 +227,7 @@ class Store(Protocol):
     def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
         """Settle finished attempts; answer the ids that settled. Fenced: a settlement whose row is
         no longer ``running`` under its ``claim`` is absent from the answer (the worker logs
-        ``jobs.settle.lost`` and skips its ``after``).
+        ``jobs.settle.lost`` and runs nothing that waited for the settle).
 
         ``retry`` lands ``delayed`` (``delay > 0``) or ``ready``; ``retry``, ``ready`` and
         ``suspended`` are due again at ``now + delay``; a final state (done, failed, dead,

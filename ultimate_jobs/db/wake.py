@@ -11,8 +11,8 @@ The first write to a queue in a window carries its NOTIFY in the write's own tra
 rolled-back enqueue wakes nobody). A write inside the window is not left to the workers' idle poll
 (hundreds of ms): the queue is owed a wake, and one ``ultimate-jobs-wake`` thread sends it when the
 window ends, on its own connection. That connection stays open while owed wakes keep coming (a
-steady stream of enqueues owes one every window: a new session each time cost a backend start per
-10 ms, a tenth of the single-enqueue rate) and is closed after ``LINGER`` seconds without one, so
+steady stream of enqueues owes one every window, and a new session each time would cost a backend
+start per window: docs/scaling.md) and is closed after ``LINGER`` seconds without one, so
 an idle web process keeps no extra session, and a test database dropped after the last enqueue is
 not held: PostgreSQL's DROP DATABASE waits up to 5 s for other sessions to leave. So a burst costs
 one NOTIFY per queue per window, and commit-to-pickup stays bounded by the window. A

@@ -42,10 +42,6 @@ def clean(text: str, *, cell: bool = False) -> str:
     return _CONTROLS.sub(_escaped, text)
 
 
-def rich_available() -> bool:
-    return Console is not None
-
-
 class Screen:
     """Lines and tables for one output stream; ``print`` keeps ``rich``'s ``markup=`` keyword so
     callers need not know which renderer draws."""

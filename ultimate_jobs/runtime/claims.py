@@ -3,9 +3,10 @@ starting each claimed attempt on a body thread.
 
 A pass splits the free slots over the queues (per-queue counts, or one shared number rotated so no
 queue starves, capped by ``max_in_flight``), applies the per-process ``LIMITS`` (a tenant at its
-limit is left out of the claim; an over-claim is shed back to ``ready`` uncounted) and sends one
-statement that settles what finished and claims into the free slots. A claim whose answer was
-lost (a dropped connection) is reconciled before the next claim.
+limit is left out of the claim; an over-claim is shed back to ``ready`` uncounted) and has the
+settler send one statement that settles what finished and claims into the free slots
+(``Settler.settle_and_claim``). A claim whose answer was lost (a dropped connection) is reconciled
+before the next claim.
 
 Prefetch: while bodies are short (a moving average under ``PREFETCH_RUN_MAX``), a worker whose
 concurrency is one shared number, with no ``max_in_flight`` and no ``LIMITS``, claims up to
@@ -39,7 +40,8 @@ from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
 from ultimate_jobs.runtime.holdings import Attempt, Holdings, count
 from ultimate_jobs.runtime.limits import ProcessLimits
-from ultimate_jobs.runtime.settling import CONNECTION_ERRORS, Settler
+from ultimate_jobs.runtime.outcome import Outcome
+from ultimate_jobs.runtime.settling import Settler
 from ultimate_jobs.runtime.slots import FleetSlots
 from ultimate_jobs.runtime.threads import EventLoopThread, Pool
 
@@ -77,14 +79,13 @@ def parse_concurrency(value: int | Mapping[str, int] | str | None, queues: Seque
 class Claims:
     """Claims runnable jobs into one worker's free slots and starts them."""
 
-    def __init__(self, *, store: Store, alias: str, worker_id: str, visibility: float, queues: list[str],
+    def __init__(self, *, store: Store, alias: str, worker_id: str, queues: list[str],
                  concurrency: dict[str, int] | int, capacity: int, limits: ProcessLimits, slots: FleetSlots,
                  holdings: Holdings, settler: Settler, on_db_error: Callable[[str, BaseException], None],
                  db_errors: tuple[type[Exception], ...], prefetch: bool = False) -> None:
         self.store = store
         self.alias = alias
         self.worker_id = worker_id
-        self.visibility = visibility
         self.queues = queues
         self.concurrency = concurrency
         self.capacity = capacity
@@ -161,24 +162,11 @@ class Claims:
             blocked = self.limits.blocked_tenants(count(r.claimed.tenant_id for r in held if r.claimed.tenant_id))
         if not claims and not holdings.pending:
             return []
-        batch = holdings.pending
-        try:
-            if batch:
-                fault("before_ack")
-            answer = self.store.job_settle_and_claim(
-                settlements=self.settler.outcomes(batch), claims=claims, names=names,
-                worker_id=self.worker_id, visibility=self.visibility, now=clock.sql_now(),
-                blocked_tenants=blocked)
-        except self._db_errors as exc:
-            self._on_db_error("jobs.claim.failed", exc)
+        claimed = self.settler.settle_and_claim(claims=claims, names=names, blocked=blocked)
+        if claimed is None:
             # The claim may have committed with its answer lost: reconcile before the next claim.
             self.reconcile_due = bool(claims)
-            if batch and not isinstance(exc, CONNECTION_ERRORS):
-                self.settler.settle_each()  # a value the database refused: settle the attempts one by one
-            return []  # the settlements stay pending: the fenced statement is safe to send again
-        settled, claimed = answer.settled, answer.claimed
-        holdings.pending = []
-        self.settler.record(batch, settled)
+            return []
         self.last_claim_full = any(len(claimed.get(q, ())) == n for q, n in claims.items())
         if any(claimed.values()):
             fault("after_claim")
@@ -219,7 +207,7 @@ class Claims:
         log.info("jobs.worker.shed job_id=%s name=%s queue=%s tenant=%s", claimed.id, claimed.name, claimed.queue,
                  claimed.tenant_id)
         attempt = Attempt(claimed=claimed, handle=get_job_handle(claimed.name))  # type: ignore[arg-type]
-        attempt.outcome = Settlement(claimed.id, claimed.claim, "ready", uncount=True)
+        attempt.outcome = Outcome(Settlement(claimed.id, claimed.claim, "ready", uncount=True))
         attempt.finished.set()
         self.holdings.pending.append(attempt)
         self.holdings.stats["shed"] += 1
@@ -245,7 +233,7 @@ class Claims:
         waited = attempt.id in self._waiting
         self._waiting.discard(attempt.id)
         if waited and attempt.token.is_set():
-            attempt.outcome = Settlement(attempt.claimed.id, attempt.claimed.claim, "ready", uncount=True)
+            attempt.outcome = Outcome(Settlement(attempt.claimed.id, attempt.claimed.claim, "ready", uncount=True))
             return False
         if attempt.handle.timeout is not None:
             attempt.deadline = time.monotonic() + attempt.handle.timeout

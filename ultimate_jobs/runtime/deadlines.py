@@ -20,8 +20,9 @@ from ultimate_jobs.runtime.compensation import defer
 from ultimate_jobs.runtime.execute import decide
 
 if TYPE_CHECKING:
-    from ultimate_jobs.db.store import ClaimedJob, Settlement
+    from ultimate_jobs.db.store import ClaimedJob
     from ultimate_jobs.handle import AnyJobHandle
+    from ultimate_jobs.runtime.outcome import Outcome
 
 log = logging.getLogger("ultimate_jobs")
 
@@ -40,13 +41,12 @@ def expired(claimed: ClaimedJob, handle: AnyJobHandle, token: CancelToken, deadl
     return False
 
 
-def timed_out_outcome(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, store: Any) -> Settlement | None:
+def timed_out_outcome(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, store: Any) -> Outcome:
     """How a timed-out attempt settles: the retry decision on its ``X_JOB_TIMEOUT``; for a
     ``compensates=True`` job that fails for good, the unwind handed to the next claim; and the
     ``on_settled`` delivery attached."""
     outcome = decide(handle, claimed, CancelToken(), error=token.error())
-    if outcome is None:
-        return None
+    assert outcome is not None  # decided on a fresh token: only a set one makes decide answer None
     try:
         outcome = defer(handle, claimed, store, outcome)
     except DatabaseError as exc:  # no marker: the next claim still unwinds once the forward attempts are spent

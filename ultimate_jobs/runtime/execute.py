@@ -5,10 +5,11 @@ on the worker's event-loop thread) build the context (``ctx.step``, ``ctx.progre
 the tenant context, call the body and hand the outcome to ``verdict``: a suspension latched by the
 step runner settles ``suspended`` uncounted; otherwise ``decide`` reads the error
 (``retry.classify``) and the policy, and a stop on a ``compensates=True`` job unwinds
-(``ultimate_jobs.runtime.compensation``) before it settles. The last progress report is written, and the
-``on_settled`` delivery attached to the settlement (run by whoever settles, once the row settled).
-Settlement itself is the worker's (or the test runner's), after this returns: it is never part
-of the retry decision. The testing helpers call these same functions.
+(``ultimate_jobs.runtime.compensation``) before it settles. The last progress report is written, and
+the answer is an ``Outcome``: the settlement paired with what runs once it landed (the ``on_settled``
+delivery, or an event wait's re-check). Settlement itself is the settler's, after this returns
+(the worker's, or the test runner's): it is never part of the retry decision. The testing helpers
+call these same functions.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.compensation import forward_attempts, needs_unwind, unwind
 from ultimate_jobs.runtime.compensation import resume as resume_unwind
 from ultimate_jobs.runtime.failures import format_error
+from ultimate_jobs.runtime.outcome import Outcome, plain
 from ultimate_jobs.runtime.progress import Progress
 from ultimate_jobs.runtime.steps import StepAPI, Steps, Suspension, engine_of
 from ultimate_jobs.runtime.tenancy import tenant_context
@@ -79,14 +81,14 @@ def _span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
 
 
 def run_attempt(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *,
-                alias: str | None = None) -> Settlement | None:
+                alias: str | None = None) -> Outcome | None:
     """Run one attempt of a sync body on this thread; answer how to settle it."""
     prepare_connections()
     store = store_for(alias)
     try:
         ctx, kwargs = build_context(handle, claimed, token, store)
     except Exception as error:  # an undecodable payload is the attempt's failure
-        return decide(handle, claimed, token, error=error)
+        return plain(decide(handle, claimed, token, error=error))
     steps = engine_of(ctx.step)
     with _span(claimed) as span:
         try:
@@ -95,16 +97,17 @@ def run_attempt(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *
         except Exception as error:  # TENANT_CONTEXT failed to enter or exit (or the verdict broke): a failure
             record_error(span, error, sensitive=handle.sensitive)
             _release_broken_connections()
-            outcome = decide(handle, claimed, token, error=error)
+            outcome = plain(decide(handle, claimed, token, error=error))
         return _finish(handle, claimed, ctx, outcome)
 
 
 def _run_body(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, ctx: JobContext,
-              kwargs: dict[str, Any], steps: Steps, span: Any) -> Settlement | None:
+              kwargs: dict[str, Any], steps: Steps, span: Any) -> Outcome | None:
     """The body (or the unwind it owes) inside the tenant context; the verdict on how it ended."""
     try:
         if handle.compensates and needs_unwind(handle, claimed, steps):
-            return _guarded_unwind(handle, claimed, token, lambda: resume_unwind(handle, claimed, ctx, kwargs))
+            return plain(_guarded_unwind(handle, claimed, token,
+                                         lambda: resume_unwind(handle, claimed, ctx, kwargs)))
         result = handle.fn(ctx, **kwargs)
     except Suspension:
         result = None  # the step runner latched where and for how long
@@ -116,7 +119,7 @@ def _run_body(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, ctx
 
 
 async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *,
-                            alias: str | None = None) -> Settlement | None:
+                            alias: str | None = None) -> Outcome | None:
     """Run one attempt of an ``async def`` body on the worker's event loop."""
     ctx: JobContext | None = None
     try:
@@ -133,21 +136,22 @@ async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: Ca
                 outcome = decide(handle, claimed, token, error=error)
             else:
                 outcome = decide(handle, claimed, token, result=result)
-    if outcome is not None:
-        if ctx is not None:  # the last progress report, written off the event loop (the ORM is sync)
-            await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
-        outcome = on_settled.attach(handle, claimed, outcome)
-    return outcome
+    if outcome is None:
+        return None
+    if ctx is not None:  # the last progress report, written off the event loop (the ORM is sync)
+        await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
+    return on_settled.attach(handle, claimed, outcome)
 
 
 def verdict(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, steps: Steps, *, result: Any = None,
-            error: Exception | None = None) -> Settlement | None:
-    """The settlement of a body that ran: a suspension, the retry decision, then the unwind."""
+            error: Exception | None = None) -> Outcome | None:
+    """The outcome of a body that ran: a suspension, the retry decision, then the unwind."""
     latched = steps.latched
     if isinstance(latched, Suspension):
-        # The body suspended (even if it swallowed the suspension): hand the attempt back.
-        return Settlement(claimed.id, claimed.claim, "suspended", delay=latched.delay, uncount=True,
-                          after=_wake_check(steps, claimed) if latched.waiting else None)
+        # The body suspended (even if it swallowed the suspension): hand the attempt back; an event
+        # wait is checked again once that landed (a publish cannot wake a row still running).
+        return Outcome(Settlement(claimed.id, claimed.claim, "suspended", delay=latched.delay, uncount=True),
+                       after=_wake_check(steps, claimed) if latched.waiting else None)
     if latched is not None and error is not latched:
         error = latched  # type: ignore[assignment]  # a swallowed terminal step error still ends the run
     outcome = decide(handle, claimed, token, result=result, error=error)
@@ -155,7 +159,7 @@ def verdict(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, steps
             and outcome.error_code != X_STEP_OUTCOME_UNKNOWN):
         failure = outcome
         outcome = _guarded_unwind(handle, claimed, token, lambda: unwind(handle, claimed, steps, failure), failure)
-    return outcome
+    return plain(outcome)
 
 
 def _guarded_unwind(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken,
@@ -180,12 +184,12 @@ def _guarded_unwind(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToke
 
 
 def _finish(handle: AnyJobHandle, claimed: ClaimedJob, ctx: JobContext,
-            outcome: Settlement | None) -> Settlement | None:
+            outcome: Outcome | None) -> Outcome | None:
     """Write the last progress report, then attach what runs once the settle landed."""
     if outcome is None:
         return None
     ctx._progress.flush()
-    return outcome if outcome.after is not None else on_settled.attach(handle, claimed, outcome)
+    return outcome if outcome.after is not None else on_settled.attach(handle, claimed, outcome.settlement)
 
 
 def _wake_check(steps: Steps, claimed: ClaimedJob) -> Callable[[], None]:

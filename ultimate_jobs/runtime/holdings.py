@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from ultimate_jobs.context import CancelToken
-from ultimate_jobs.db import ClaimedJob, Settlement
+from ultimate_jobs.db import ClaimedJob
 from ultimate_jobs.handle import AnyJobHandle
+from ultimate_jobs.runtime.outcome import Outcome
 
 
 @dataclass(slots=True, eq=False)
 class Attempt:
-    """One attempt this worker holds: the claimed row, its cancel token and its clocks."""
+    """One attempt this worker holds: the claimed row, its cancel token, its clocks and, once its
+    body returned, how it ended (``outcome``)."""
 
     claimed: ClaimedJob
     handle: AnyJobHandle
@@ -27,7 +29,7 @@ class Attempt:
     deadline: float | None = None
     settled: bool = False
     finished: threading.Event = field(default_factory=threading.Event)
-    outcome: Settlement | None = None
+    outcome: Outcome | None = None
     slot: tuple[str, int] | None = None
 
     @property
@@ -93,5 +95,6 @@ class Holdings:
                 self.forget(attempt)
                 continue
             # How long it ran: the settle dates the attempt's history entry from it (skew-free).
-            attempt.outcome = attempt.outcome._replace(elapsed=time.monotonic() - attempt.started)
+            settlement = attempt.outcome.settlement._replace(elapsed=time.monotonic() - attempt.started)
+            attempt.outcome = attempt.outcome._replace(settlement=settlement)
             self.pending.append(attempt)

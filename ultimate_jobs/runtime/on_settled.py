@@ -48,6 +48,7 @@ from ultimate_jobs import jsoncodec
 from ultimate_jobs.context import CancelToken
 from ultimate_jobs.errors import X_JOB_KEY_BUSY, X_JOB_ON_SETTLED_FAILED, X_JOB_TIMEOUT
 from ultimate_jobs.models import Job
+from ultimate_jobs.runtime.outcome import Outcome
 from ultimate_jobs.runtime.tenancy import tenant_context
 
 if TYPE_CHECKING:
@@ -96,18 +97,19 @@ def _input(payload: str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def attach(handle: AnyJobHandle, claimed: ClaimedJob, settlement: Settlement) -> Settlement:
-    """``settlement`` with its ``after`` set to deliver the ending to ``handle.on_settled``."""
+def attach(handle: AnyJobHandle, claimed: ClaimedJob, settlement: Settlement) -> Outcome:
+    """``settlement`` paired with the delivery of its ending to ``handle.on_settled``, run once the
+    settle landed (nothing, for a job without the hook or a settlement that ends nothing)."""
     outcome = outcome_of(settlement.state, settlement.error_code)
     if handle.on_settled is None or outcome is None:
-        return settlement
+        return Outcome(settlement)
     settled = Settled(outcome=outcome, job_id=claimed.id, run_id=claimed.run_id, name=claimed.name,
                       queue=claimed.queue, tenant_id=claimed.tenant_id, attempt=claimed.attempt,
                       input=_input(claimed.payload),
                       result=jsoncodec.loads(settlement.result) if outcome == "completed" else None,
                       error=None if outcome == "completed" else settlement.last_error,
                       code=None if outcome == "completed" else settlement.error_code)
-    return settlement._replace(after=functools.partial(deliver, handle, settled))
+    return Outcome(settlement, after=functools.partial(deliver, handle, settled))
 
 
 def for_row(handle: AnyJobHandle, job_id: UUID, *, database: str) -> Settled | None:

@@ -61,10 +61,9 @@ Logged events: ``jobs.step.failed`` (info), ``jobs.step.lost`` (warning: fenced 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -103,24 +102,10 @@ COMPENSATE_PREFIX = "compensate:"
 EVENT_POLL_WITH_WAKE = 900.0
 EVENT_POLL_WITHOUT_WAKE = 30.0
 MAX_NAME_CHARS = 200
-_boundary_observers: list[Callable[[str, str], None]] = []
-
-
-@contextlib.contextmanager
-def observe_boundaries(observer: Callable[[str, str], None]) -> Iterator[None]:
-    """Internal (``ultimate_jobs.testing``): call ``observer(point, step)`` at every step boundary,
-    before its fault point; an observer may raise there (a simulated crash scoped to one step)."""
-    _boundary_observers.append(observer)
-    try:
-        yield
-    finally:
-        _boundary_observers.remove(observer)
 
 
 def _boundary(point: str, step: str) -> None:
-    for observer in list(_boundary_observers):
-        observer(point, step)
-    faults.fault(point)
+    faults.fault(point, step=step)
 
 
 class Suspension(BaseException):

@@ -120,8 +120,8 @@ class Worker(LoopedService):
         self.settler = Settler(store=self.store, worker_id=self.worker_id, visibility=self.visibility,
                                holdings=self.holdings, woken=self._loop.woken, on_db_error=self._db_failed,
                                db_errors=_DB_ERRORS)
-        self.claims = Claims(store=self.store, alias=self.alias, worker_id=self.worker_id, visibility=self.visibility,
-                             queues=self.queues, concurrency=self.concurrency, capacity=self.capacity,
+        self.claims = Claims(store=self.store, alias=self.alias, worker_id=self.worker_id, queues=self.queues,
+                             concurrency=self.concurrency, capacity=self.capacity,
                              limits=ProcessLimits(conf.LIMITS), slots=slots, holdings=self.holdings,
                              settler=self.settler, on_db_error=self._db_failed, db_errors=_DB_ERRORS,
                              prefetch=cap is None)

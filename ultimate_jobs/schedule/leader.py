@@ -25,14 +25,13 @@ log = logging.getLogger("ultimate_jobs")
 
 
 class Leadership:
-    """One process's view of the lease ``name``; ``force`` (tests only) believes it leads regardless."""
+    """One process's view of the lease ``name``."""
 
-    def __init__(self, store: Store, *, name: str, holder: str, ttl: float, force: bool = False) -> None:
+    def __init__(self, store: Store, *, name: str, holder: str, ttl: float) -> None:
         self.store = store
         self.name = name
         self.holder = holder
         self.ttl = ttl
-        self.force = force
         self.leading = False
         self.lease: LeaderLease | None = None
         self._trusted_until = 0.0
@@ -45,8 +44,6 @@ class Leadership:
         sent = time.monotonic()
         lease = self.store.leader_attempt_elect(name=self.name, holder=self.holder, ttl=self.ttl,
                                                 now=clock.sql_now())
-        if self.force:
-            lease = lease._replace(leading=True)
         if lease.leading and time.monotonic() - sent >= self.ttl - self._margin:
             lease = lease._replace(leading=False)  # the answer took the whole lease to arrive: do not act
         if lease.leading and not self.leading:

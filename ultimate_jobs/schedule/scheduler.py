@@ -12,8 +12,8 @@ Options (default): ``tasks`` (every registered task), ``database`` (the ``DATABA
 ``lease`` (30s: the leader lease, renewed every third of it), ``burst`` (False: one round),
 ``drain_timeout`` (``DRAIN_TIMEOUT``: how long SIGTERM waits for the round in flight),
 ``holder`` ("<host>:<pid>:<random>"), ``lease_name`` ("scheduler": one lease per fleet),
-``on_round`` (None: ``callable(scheduler, round)`` after each round, for tests), ``force_leader``
-(False; tests only: act as leader whatever the lease says, to prove the watermark alone holds).
+``on_round`` (None: ``callable(scheduler, round)`` after each round, for tests). A test that needs
+a scheduler to lead whatever the lease says uses ``ultimate_jobs.testing.force_leader``.
 
 A round renews (or takes) the lease, then, for each due task, asks for the lease again and
 writes the occurrence's jobs and the new watermark in one transaction, the watermark moved by
@@ -89,8 +89,7 @@ class Scheduler(LoopedService):
 
     def __init__(self, *, tasks: Sequence[TaskHandle] | None = None, database: str | None = None,
                  lease: Any = 30.0, burst: bool = False, drain_timeout: Any = None, holder: str | None = None,
-                 lease_name: str = LEASE_NAME, on_round: Callable[[Scheduler, Round], None] | None = None,
-                 force_leader: bool = False) -> None:
+                 lease_name: str = LEASE_NAME, on_round: Callable[[Scheduler, Round], None] | None = None) -> None:
         conf = get_settings()
         self.tasks = sorted(registered_tasks() if tasks is None else tasks, key=lambda t: t.name)
         self.alias = database or conf.DATABASE
@@ -100,8 +99,7 @@ class Scheduler(LoopedService):
         self.drain_timeout = conf.DRAIN_TIMEOUT if drain_timeout is None else to_seconds(
             drain_timeout, subject="drain_timeout", positive=False)
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
-        self.leadership = Leadership(self.store, name=lease_name, holder=self.holder, ttl=self.lease,
-                                     force=force_leader)
+        self.leadership = Leadership(self.store, name=lease_name, holder=self.holder, ttl=self.lease)
         self.on_round = on_round
         self.last_round: Round | None = None
         self.stats = {"rounds": 0, "fired": 0, "jobs": 0}

@@ -1,5 +1,6 @@
 """Test helpers for apps that declare jobs: a frozen clock, ``run_job``, ``drain``, traces,
-``crash_proof`` and assertions on what was enqueued. A pytest plugin (``ultimate_jobs.pytest_plugin``,
+``crash_proof``, assertions on what was enqueued and ``force_leader`` (a scheduler that leads
+whatever the lease says). A pytest plugin (``ultimate_jobs.pytest_plugin``,
 loaded automatically once the package is installed) exposes them as fixtures.
 
 Usage::
@@ -47,6 +48,7 @@ from ultimate_jobs.registry import registered_jobs
 from ultimate_jobs.testing.crash import SimulatedCrash, crash_at, crash_proof
 from ultimate_jobs.testing.effects import record_effect, recorded_effects
 from ultimate_jobs.testing.frozen import FrozenClock, freeze_clock, frozen
+from ultimate_jobs.testing.leading import force_leader
 from ultimate_jobs.testing.runner import Runner
 from ultimate_jobs.testing.subject import prove
 from ultimate_jobs.testing.traces import StepTrace, Trace, trace
@@ -62,6 +64,7 @@ __all__ = [
     "crash_proof",
     "drain",
     "enqueued",
+    "force_leader",
     "freeze_clock",
     "record_effect",
     "recorded_effects",

@@ -51,12 +51,11 @@ from uuid import UUID
 
 from django.apps import apps
 
-from ultimate_jobs import clock
+from ultimate_jobs import clock, faults
 from ultimate_jobs.db import store_for
 from ultimate_jobs.errors import X_JOB_CRASH_DIVERGED, JobsError
 from ultimate_jobs.handle import JobHandle
 from ultimate_jobs.models import Job, JobStep
-from ultimate_jobs.runtime.steps import observe_boundaries
 from ultimate_jobs.testing.effects import recorded_effects
 from ultimate_jobs.testing.frozen import frozen
 from ultimate_jobs.testing.runner import Runner
@@ -64,6 +63,26 @@ from ultimate_jobs.testing.traces import Trace, trace
 
 MAX_ROUNDS = 1_000
 POINTS = ("before_step_body", "after_step_body_before_checkpoint", "after_checkpoint_commit")
+_observers: list[Callable[[str, str], None]] = []
+
+
+def _notify(point: str, step: str) -> None:
+    for observer in list(_observers):
+        observer(point, step)
+
+
+@contextlib.contextmanager
+def observe_boundaries(observer: Callable[[str, str], None]) -> Iterator[None]:
+    """Call ``observer(point, step)`` at every step boundary a run in this process crosses inside
+    the block, before its fault point; an observer may raise there (a crash scoped to one step)."""
+    _observers.append(observer)
+    faults.step_observer = _notify
+    try:
+        yield
+    finally:
+        _observers.remove(observer)
+        if not _observers:
+            faults.step_observer = None
 
 
 class SimulatedCrash(BaseException):

@@ -3,9 +3,10 @@
 It claims one known row at a time, runs the attempt on the *calling* thread through the real
 execution path (``execute.run_attempt``: steps, suspension, the unwind, progress, ``on_settled``),
 enforces ``timeout``/``step_timeout`` the way the worker does (a watchdog sets the cancel token,
-then the attempt is failed with the worker's own verdict), settles with the store's fenced settle
-and runs the settlement's ``after`` once the settle landed. The calling thread matters: a test
-inside pytest-django's transaction sees the rows the body writes, and the body sees the test's.
+then the attempt is failed with the worker's own verdict), and settles through the worker's own
+settler (``Settler.alone``: the store's fenced settle, what waits for it run once it landed, a
+failed statement raised to the test). The calling thread matters: a test inside pytest-django's
+transaction sees the rows the body writes, and the body sees the test's.
 
 A ``SimulatedCrash`` raised at a fault point leaves the row ``running`` with nothing settled, like
 a killed process; ``lapse()`` then plays the lease running out (the clock moves past the
@@ -36,8 +37,9 @@ from ultimate_jobs.models import Job
 from ultimate_jobs.models.jobs import RUNNABLE_STATES
 from ultimate_jobs.outbox import Relay
 from ultimate_jobs.registry import get_job_handle, registered_jobs
-from ultimate_jobs.runtime import deadlines, on_settled
+from ultimate_jobs.runtime import deadlines
 from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
+from ultimate_jobs.runtime.settling import Settler
 
 _CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
                    "enqueued_by", "priority", "concurrency_key", "traceparent")
@@ -58,6 +60,7 @@ class Runner:
         self.store = store_for(database)
         self.alias = self.store.alias
         self.worker_id = f"ultimate_jobs.testing:{os.getpid()}"
+        self.settler = Settler.alone(self.store, self.worker_id)
 
     def jobs(self) -> QuerySet[Job]:
         return Job.objects.using(self.alias)
@@ -119,11 +122,8 @@ class Runner:
             outcome = deadlines.timed_out_outcome(handle, claimed, token, self.store)
         if outcome is None:
             return None
-        landed = self.store.job_settle_many(settlements=[outcome], now=clock.sql_now())
-        if outcome.id in landed and outcome.after is not None:
-            with on_settled.inline():
-                outcome.after()
-        return outcome
+        self.settler.settle_alone(outcome)
+        return outcome.settlement
 
     def lapse(self) -> None:
         """Play a killed worker's lease running out: move the clock past the visibility timeout

@@ -21,7 +21,7 @@ class PostgresConnection:
     default client-side cursor does not. Errors are re-raised as Django's.
 
     The hot statements (enqueue, claim, settle, heartbeat) are prepared on each connection:
-    planned once instead of on every call (``bench/RESULTS.md`` measured 1.5x on a drain).
+    planned once instead of on every call (what that gains: docs/reference/settings.md).
     Django's own connection never prepares, so the store asks per statement — unless the
     database's ``OPTIONS`` name ``prepare_threshold`` themselves, which hands the decision back
     to psycopg: ``"prepare_threshold": None`` turns it off (PgBouncer before 1.21 in transaction

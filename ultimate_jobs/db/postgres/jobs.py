@@ -166,8 +166,8 @@ JOB_CLAIM_ALONE: LiteralString = JOB_CLAIM.replace(
 # JOB_CLAIM runs on its prepared generic plan. Left to choose, PostgreSQL compares the generic
 # plan's estimate with a custom plan's: with many `delayed` rows it guesses a third of them due
 # (it cannot see the `now` parameter), finds the generic plan dear and plans the whole statement
-# again on every claim, ~0.3 ms of an idle pickup's ~1.5 ms with 100,000 rows waiting. The walks
-# are bounded by their indexes whatever the estimate, so the generic plan is the right one.
+# again on every claim, which every idle pickup then pays (docs/scaling.md). The walks are
+# bounded by their indexes whatever the estimate, so the generic plan is the right one.
 CLAIM_PLAN: LiteralString = "SET LOCAL plan_cache_mode TO force_generic_plan"
 # The same for a worker's own pass, which has no transaction block to SET LOCAL in: set once for
 # the session. Only the store's own statements are prepared on a connection whose
@@ -396,9 +396,8 @@ class JobStatements(PostgresConnection):
 
         A worker's own pass (autocommit, on a connection whose preparation the store owns) sends its
         statements alone, pipelined into one implicit transaction that the pipeline's Sync commits:
-        no BEGIN, SET or COMMIT to send and answer (a pass of 10: 2.83 against 3.25 ms,
-        ``experiments/busy_pass_shape.py``); an idle pass that claims one queue is one statement
-        (1.26 against 1.98 ms, ``experiments/claim_pass_shape.py``). Inside the caller's ``atomic()``
+        no BEGIN, SET or COMMIT to send and answer; an idle pass that claims one queue is one
+        statement (what each shape costs: docs/scaling.md). Inside the caller's ``atomic()``
         (begun or not yet: Django begins lazily) the pass is a savepoint of the caller's transaction:
         psycopg's ``transaction()`` would commit a transaction it found not yet begun, and the pass
         must not change how the caller's transaction commits.
