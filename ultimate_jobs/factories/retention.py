@@ -6,7 +6,7 @@ Usage::
     # on by default: the task "ultimate_jobs.retention" fires it hourly (ultimate_jobs/jobs.py)
     from ultimate_jobs import ops
     ops.pause_task("ultimate_jobs.retention")        # the off switch
-    from ultimate_jobs.factories.retention import purge_retention   # before 0.2: ultimate_jobs.retention
+    from ultimate_jobs.factories.retention import purge_retention
     purge_retention.enqueue()                        # a pass now
 
 Targets, in order (each one step, ``purge:<name>``):
