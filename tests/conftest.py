@@ -20,7 +20,12 @@ from ultimate_jobs.registry import unregister as _unregister
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKEND = settings.BACKEND
-pytest_plugins = ["tests.scheduling", "tests.error_codes"]  # declare_task, frozen_at; --error-codes-report
+pytest_plugins = [
+    "tests.scheduling",  # declare_task, frozen_at
+    "tests.error_codes",  # --error-codes-report
+    "tests.support.routing",  # routed, routed_env
+    "tests.support.http_receiver",  # receiver
+]
 
 
 def pytest_report_header(config: pytest.Config) -> str:
