@@ -15,6 +15,7 @@ from django.db import transaction
 from django.test import override_settings
 
 from tests.app.jobs import noop
+from tests.error_codes import refused
 from tests.support.sessions import second_session
 from ultimate_jobs import JobsError, Worker, ops
 from ultimate_jobs.db import store_for
@@ -127,6 +128,16 @@ def test_outbox_required_refuses_an_autocommit_enqueue_and_writes_nothing() -> N
     assert OutboxEntry.objects.count() == 1
 
 
+@override_settings(ULTIMATE_JOBS={"OUTBOX": "required"})
+def test_outbox_required_refuses_autocommit_naming_the_job_and_database() -> None:
+    with refused("X_OUTBOX_NO_TX") as caught:
+        noop.enqueue(key="autocommit")
+    assert caught.error.cause == ("tests.noop: enqueue outside a transaction on database 'default' while "
+                                  "ULTIMATE_JOBS['OUTBOX'] is \"required\".")
+    with transaction.atomic():
+        assert noop.enqueue(key="inside").staged is True
+
+
 def test_enqueue_many_stages_one_statement_per_thousand_and_folds_shared_keys(monkeypatch) -> None:
     store = store_for()
     calls: list[int] = []
@@ -145,6 +156,18 @@ def test_enqueue_many_stages_one_statement_per_thousand_and_folds_shared_keys(mo
     assert results[-1].id == results[7].id and results[-1].run_id == results[7].run_id
     assert OutboxEntry.objects.count() == 2500
     assert staged_order() == [r.id for r in results[:2500]]  # the answers' order is the staging order
+
+
+def test_duplicates_in_one_call_share_one_job_inserted_or_staged() -> None:
+    inserted = noop.enqueue_many([{"key": "a"}, {"key": "b"}, {"key": "a"}])
+    assert [(r.deduped, r.staged) for r in inserted] == [(False, False), (False, False), (True, False)]
+    assert inserted[2].id == inserted[0].id and inserted[2].run_id == inserted[0].run_id
+    assert Job.objects.filter(name="tests.noop").count() == 2
+    with transaction.atomic():
+        staged = noop.enqueue_many([{"key": "c"}, {"key": "c"}, {"key": "d"}])
+        assert OutboxEntry.objects.count() == 2
+    assert [(r.deduped, r.staged) for r in staged] == [(None, True), (None, True), (None, True)]
+    assert staged[1].id == staged[0].id and staged[1].run_id == staged[0].run_id and staged[2].id != staged[0].id
 
 
 def test_a_staged_row_that_dedupes_into_a_live_job_records_it_and_get_job_follows() -> None:
@@ -171,6 +194,12 @@ def test_a_delay_counts_from_the_enqueue_not_from_the_publish(frozen_clock) -> N
 
 
 # -- the relay: order, lease, fencing -------------------------------------------------------------
+
+
+def test_a_staged_row_carries_the_frozen_clock(frozen_clock) -> None:
+    with transaction.atomic():
+        noop.enqueue(key="staged-now")
+    assert OutboxEntry.objects.get().staged_at == frozen_clock.now()
 
 
 def test_rows_of_one_transaction_publish_in_staging_order_across_passes() -> None:

@@ -1,19 +1,25 @@
-"""Hostile input at the boundary (issue 13 #14): NUL in free text, a bad TENANT_OF answer, a
-concurrency key pushed past its column, "default\\n" as a queue, non-string JSON keys and
-oversized results — each a coded JobsError (or a coded failed attempt), nothing written."""
+"""Hostile input at the boundary (issue 13 #14): NUL in free text, per-call options out of range, a
+bad or unimportable TENANT_OF, a concurrency key pushed past its column, "default\\n" as a queue,
+non-string JSON keys and oversized results — each a coded JobsError (or a coded failed attempt),
+nothing written; a refusal of the enqueue is checked whole (code, cause naming the value, fix)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 from django.db import transaction
+from django.test import override_settings
 
+from tests.app.jobs import noop
+from tests.error_codes import refused
 from ultimate_jobs import NO_TENANT, Concurrency, JobsError, Retry, Worker, ops
 from ultimate_jobs.models import Job, JobStep, OutboxEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ANSWERS: dict[str, Any] = {}
+NAIVE = datetime(2030, 1, 1, 12)
 
 
 def tenant_of(user: object) -> Any:
@@ -53,6 +59,34 @@ def test_nul_in_per_call_text_is_refused_before_anything_is_written(per_org, ato
     _nothing_written()
 
 
+@pytest.mark.parametrize(("options", "cause"), [
+    ({"delay": "1s", "run_at": NAIVE}, "using() takes delay= or run_at=, not both."),
+    ({"delay": "soon"}, "delay='soon' is not a duration."),
+    ({"delay": -1}, "delay=-1 must be zero or more."),
+    ({"priority": True}, "priority=True must be an int."),
+    ({"priority": "1"}, "priority='1' must be an int."),
+    ({"tenant_id": ""}, "tenant_id='' must be a non-empty string of at most 200 characters without NUL."),
+    ({"tenant_id": 5}, "tenant_id=5 must be a non-empty string of at most 200 characters without NUL."),
+    ({"tenant_id": "t" * 201},
+     f"tenant_id={('t' * 201)!r:.80} must be a non-empty string of at most 200 characters without NUL."),
+    ({"tenant_id": "a\x00b"}, "tenant_id='a\\x00b' must be a non-empty string of at most 200 characters without NUL."),
+    ({"enqueued_by": "ann\x00"}, "enqueued_by='ann\\x00' holds a NUL character."),
+    ({"database": "nope"}, "database='nope' is not in DATABASES."),
+])
+def test_bad_per_call_options_are_refused_with_the_value(options: dict[str, object], cause: str) -> None:
+    with refused("X_JOB_INPUT_INVALID") as caught:
+        noop.using(**options).enqueue(key="k")  # type: ignore[arg-type]
+    assert caught.error.cause == cause
+
+
+@pytest.mark.parametrize("run_at", [NAIVE, "2030-01-01T12:00:00Z"])
+def test_run_at_must_be_an_aware_datetime(run_at: object) -> None:
+    with refused("X_JOB_INPUT_INVALID") as caught:
+        noop.using(run_at=run_at).enqueue(key="k")  # type: ignore[arg-type]
+    assert caught.error.cause == f"run_at={run_at!r} must be an aware datetime."
+    assert caught.error.fix == "Pass django.utils.timezone.now() + timedelta(...), never a naive datetime."
+
+
 @pytest.mark.parametrize("answer", ["", "acme\x00", "x" * 201, object(), 4.5])
 def test_a_tenant_of_answer_that_is_not_a_tenant_is_refused(per_org, settings, answer: object) -> None:
     settings.ULTIMATE_JOBS = {"TENANT_OF": "tests.integration.security.test_input_validation.tenant_of"}
@@ -63,6 +97,37 @@ def test_a_tenant_of_answer_that_is_not_a_tenant_is_refused(per_org, settings, a
     ANSWERS["tenant"] = 42  # an org's primary key is taken as its string
     _refused("X_JOB_TENANT_MISMATCH", lambda: per_org.using(enqueued_by="ann").enqueue(org="acme", n=1))
     assert per_org.using(enqueued_by="ann").enqueue(org="42", n=1).deduped is False
+
+
+@override_settings(ULTIMATE_JOBS={"TENANT_OF": "tests.nowhere.tenant_of"})
+def test_an_unimportable_tenant_of_is_a_configuration_error() -> None:
+    with refused("X_CONFIG_INVALID") as caught:
+        noop.using(enqueued_by="ann@acme").enqueue(key="k")
+    assert caught.error.cause.startswith("ULTIMATE_JOBS['TENANT_OF']='tests.nowhere.tenant_of' cannot be imported: ")
+
+
+def answering(value: object) -> object:
+    """TENANT_OF for the test below: answers whatever ``PLANTED`` holds."""
+    return PLANTED[0]
+
+
+PLANTED: list[object] = [None]
+
+
+@override_settings(ULTIMATE_JOBS={"TENANT_OF": f"{__name__}.answering"})
+def test_only_a_tenant_id_is_accepted_from_tenant_of() -> None:
+    from uuid import UUID
+
+    fix = ("Return the user's tenant id (a string of 1-200 characters without NUL, an int or a UUID), or None for "
+           "a user of no tenant.")
+    for bad in ["", "t" * 201, "ac\x00me", True, 1.5]:
+        PLANTED[0] = bad
+        with refused("X_CONFIG_INVALID") as caught:
+            noop.using(enqueued_by="ann").enqueue(key="k")
+        assert caught.error.fix == fix, bad
+    for good, stored in [("t" * 200, "t" * 200), (UUID(int=5), "00000000-0000-0000-0000-000000000005")]:
+        PLANTED[0] = good
+        assert Job.objects.get(id=noop.using(enqueued_by="ann").enqueue(key=stored[:8]).id).tenant_id == stored
 
 
 def test_a_concurrency_key_whose_name_prefix_overflows_its_column_is_refused(declare) -> None:
