@@ -1,6 +1,7 @@
-"""The crash tests' fault hook (issue 13 #12): read as a service starts, armed only with a second
-switch. A typo'd spec stops a real worker before it claims anything; a spec without the switch
-arms nothing."""
+"""The crash tests' fault hook (``ULTIMATE_JOBS_FAULTS``): read as a service starts, armed only with
+a second switch (``ULTIMATE_JOBS_FAULTS_ARMED``), so a stray variable in production kills nothing. A
+typo'd spec stops a real worker before it claims anything instead of being ignored; a spec without
+the switch arms nothing; an armed one is announced and strikes."""
 
 from __future__ import annotations
 

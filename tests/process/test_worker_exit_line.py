@@ -1,5 +1,6 @@
-"""Issue 18 #6: after an operator cancels a job a real worker is running, the worker's exit line
-says what its ``lost=1`` means instead of leaving the engineer to guess."""
+"""After an operator cancels a job a real worker is running, the worker's exit line says what its
+``lost=1`` means (a result not stored because the job was cancelled or reclaimed meanwhile) instead
+of leaving the engineer to guess."""
 
 from __future__ import annotations
 

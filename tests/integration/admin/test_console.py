@@ -1,5 +1,7 @@
-"""The console an on-call engineer opens (issue 18) and the admin's trust defects (issue 13 #7, #13,
-#14): every assertion is on a job, secret, tenant or count the test itself planted."""
+"""The console an on-call engineer opens (the job page, the overview) and the admin's trust rules: no
+probing of redacted values through URL lookups, a confirmation before every destructive action and a
+record of who acted, the admin scoped to a tenant. Every assertion is on a job, secret, tenant or
+count the test itself planted."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def do(job_id: object, action: str) -> str:
     return reverse("admin:ultimate_jobs_job_action", args=[str(job_id), action])
 
 
-# -- issue 13 #7: no probing of redacted values through URL lookups ------------------------------------
+# -- no probing of redacted values through URL lookups -------------------------------------------------
 
 
 @pytest.mark.parametrize(("right", "wrong"), [
@@ -53,7 +55,7 @@ def test_a_view_only_user_cannot_recover_a_redacted_secret_by_guessing(viewer_cl
     assert "hunter2" not in listing.content.decode() and "tok_secret" not in listing.content.decode()
 
 
-# -- issue 13 #13: confirmation first, and who did it ------------------------------------------------
+# -- confirmation first, and who did it --------------------------------------------------------------
 
 
 def test_bulk_actions_confirm_first_and_record_who_acted(admin_client_) -> None:
@@ -98,7 +100,7 @@ def test_the_job_page_buttons_confirm_and_retry_from_a_chosen_step(admin_client_
     assert Job.objects.filter(id=dead.id).exists()
 
 
-# -- issue 18 #3, #4, #6: the job page -----------------------------------------------------------------
+# -- the job page: attempts as a timeline, no stale error, earlier runs of the key ---------------------
 
 
 def test_a_done_job_after_failed_attempts_shows_them_in_its_timeline_not_as_a_current_error(admin_client_) -> None:
@@ -119,7 +121,7 @@ def test_a_done_job_after_failed_attempts_shows_them_in_its_timeline_not_as_a_cu
     for text in ("w-one", "w-two", "retried", "2.50 s", "gateway timeout", "X_JOB_FAILED"):
         assert text in timeline, text
     assert "sk_live_1" not in html
-    assert '<p id="job-result">–</p>' in html and "None." not in html  # issue 18 #6
+    assert '<p id="job-result">–</p>' in html and "None." not in html  # no result: a dash, never "None."
 
 
 def test_old_rows_without_attempt_history_and_malformed_entries_still_render(admin_client_) -> None:
@@ -170,7 +172,7 @@ def test_the_job_page_links_the_same_keys_earlier_runs(admin_client_) -> None:
     assert page(first.id) in runs and page(other.id) not in runs
 
 
-# -- issue 13 #14: the admin scoped to a tenant ----------------------------------------------------------
+# -- the admin scoped to a tenant ------------------------------------------------------------------------
 
 
 def tenant_of_request(request: Any) -> str | None:
@@ -223,7 +225,7 @@ def tenant_of_request_answering_a_number(request: Any) -> object:
     return 42
 
 
-# -- issue 18 #7: the overview ----------------------------------------------------------------------------
+# -- the overview: what each queue ran, what waits, what died ---------------------------------------------
 
 
 def _points(html: str, queue: str, window: str, kind: str) -> int:

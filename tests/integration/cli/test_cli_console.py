@@ -1,4 +1,4 @@
-"""The terminal half of the console (issue 18): id prefixes and short forms wherever an id is taken,
+"""The terminal half of the on-call console: id prefixes and short forms wherever an id is taken,
 ``jobs top`` (also without rich), and every overview number in ``jobs stats --json`` — each checked
 against jobs, ids and counts this test planted or ran."""
 

@@ -1,4 +1,5 @@
-"""Events are tenant-scoped (issue 13 #11): a run waits only for events of its own tenant."""
+"""Events are tenant-scoped: a run waits only for events of its own tenant, so one tenant's publish
+never wakes another tenant's run waiting for the same event."""
 
 from __future__ import annotations
 

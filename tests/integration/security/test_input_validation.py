@@ -1,5 +1,5 @@
-"""Hostile input at the boundary (issue 13 #14): NUL in free text, per-call options out of range, a
-bad or unimportable TENANT_OF, a concurrency key pushed past its column, "default\\n" as a queue,
+"""Hostile input at the boundary: NUL in free text, per-call options out of range, a bad or
+unimportable TENANT_OF, a concurrency key pushed past its column, "default\\n" as a queue,
 non-string JSON keys and oversized results — each a coded JobsError (or a coded failed attempt),
 nothing written; a refusal of the enqueue is checked whole (code, cause naming the value, fix)."""
 

@@ -1,6 +1,6 @@
-"""``TENANT_CONTEXT`` (issue 13 #4): entered and exited around the body with the run's tenant; a
-factory that fails (on import, on enter, on exit) fails the attempt with its error stored,
-redacted, through the ordinary retry and dead-letter path — never a run left ``running``."""
+"""``TENANT_CONTEXT``: entered and exited around the body with the run's tenant; a factory that fails
+(on import, on enter, on exit) fails the attempt with its error stored, redacted, through the
+ordinary retry and dead-letter path — never a run left ``running``."""
 
 from __future__ import annotations
 

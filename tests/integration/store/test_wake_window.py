@@ -1,5 +1,6 @@
-"""SPEC §3's wake: at most one NOTIFY per queue per ``WAKE_WINDOW`` per process, and a wake the
-window withholds is sent when the window ends, never left to the workers' idle poll."""
+"""The wake an enqueue sends idle workers: at most one NOTIFY per queue per ``WAKE_WINDOW`` per
+process, and a wake the window withholds is sent when the window ends, never left to the workers'
+idle poll."""
 
 from __future__ import annotations
 

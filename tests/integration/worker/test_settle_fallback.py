@@ -1,6 +1,7 @@
-"""A batch settle the database refuses for a value settles again run by run (issue 13 #10): the
-runs beside the refused one land, and the refused run settles with its outcome made storable, so
-nothing in one outcome can stop a worker settling the others. The refusal is planted: the store
+"""A batch settle the database refuses for a value settles again run by run: the runs beside the
+refused one land, and the refused run settles with its outcome made storable, so nothing in one
+outcome can stop a worker settling the others (a worker that re-sent the same refused batch every
+pass would settle nothing else). The refusal is planted: the store
 declines any settle that carries the planted job's result."""
 
 from __future__ import annotations
