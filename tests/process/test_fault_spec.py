@@ -14,6 +14,7 @@ from ultimate_jobs.models import Job
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("spec", ["after_claim=kil", "after_clam=kill", "before_ack=sleep:nan",
                                   "before_ack=sleep:-5", "before_ack=sleep:inf"])
 def test_a_bad_spec_stops_a_real_worker_before_it_claims_anything(worker_process, spec: str) -> None:
@@ -25,6 +26,7 @@ def test_a_bad_spec_stops_a_real_worker_before_it_claims_anything(worker_process
     assert (row.state, row.attempt, row.claimed_by) == ("ready", 0, None)
 
 
+@pytest.mark.process
 def test_a_spec_without_the_second_switch_arms_nothing(worker_process) -> None:
     planted = jobs.noop.enqueue(key="fault-unarmed")
     proc = worker_process("--burst", env={"ULTIMATE_JOBS_FAULTS": "after_claim=kill",
@@ -34,6 +36,7 @@ def test_a_spec_without_the_second_switch_arms_nothing(worker_process) -> None:
     assert Job.objects.get(id=planted.id).state == "done"
 
 
+@pytest.mark.process
 def test_an_armed_spec_is_announced_and_strikes(worker_process) -> None:
     planted = jobs.noop.enqueue(key="fault-armed")
     proc = worker_process("--burst", env={"ULTIMATE_JOBS_FAULTS": "after_claim=kill",
