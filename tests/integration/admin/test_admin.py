@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from tests.app import jobs
 from tests.factories import JobFactory, JobStepFactory
-from ultimate_jobs import Worker, ops
+from ultimate_jobs import ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,7 @@ def do(job_id: object, action: str) -> str:
     return reverse("admin:ultimate_jobs_job_action", args=[str(job_id), action])
 
 
-def test_a_dead_job_retried_from_the_admin_runs_again(admin_client_) -> None:
+def test_a_dead_job_retried_from_the_admin_runs_again(admin_client_, make_worker) -> None:
     r = jobs.flaky.enqueue(key="admin", failures=3)
     Job.objects.filter(id=r.id).update(state="dead", attempt=5, stop_reason="attempts-exhausted")
     listing = admin_client_.get(CHANGELIST, {"state__exact": "dead"})
@@ -33,7 +33,7 @@ def test_a_dead_job_retried_from_the_admin_runs_again(admin_client_) -> None:
     response = admin_client_.post(CHANGELIST, {"action": "retry_jobs", "_selected_action": [str(r.id)],
                                                "confirmed": "yes"}, follow=True)
     assert "1 job(s) retried." in response.content.decode()
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     job = ops.get_job(r.id)
     assert (job["state"], job["attempt"]) == ("done", 4)  # a fresh budget: three failures, then success
 
@@ -138,7 +138,7 @@ def test_search_by_id_prefix_and_idempotency_key(admin_client_) -> None:
                                           "created_at__year": "2026"}).status_code == 200
 
 
-def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:
+def test_queue_worker_task_and_backfill_pages(admin_client_, make_worker) -> None:
     JobFactory(dead=True, queue="payments")
     html = admin_client_.get(reverse("admin:ultimate_jobs_queues")).content.decode()
     assert 'data-queue="payments"' in html
@@ -147,7 +147,7 @@ def test_queue_worker_task_and_backfill_pages(admin_client_) -> None:
     assert "paused" in admin_client_.get(reverse("admin:ultimate_jobs_queues")).content.decode()
     admin_client_.post(reverse("admin:ultimate_jobs_queue_toggle", args=["payments", "resume"]))
     assert ops.paused_queues() == []
-    worker = Worker(queues=["payments"])
+    worker = make_worker(queues=["payments"])
     worker.presence.beat([])
     assert worker.worker_id in admin_client_.get(reverse("admin:ultimate_jobs_workers")).content.decode()
     tasks = admin_client_.get(reverse("admin:ultimate_jobs_tasks")).content.decode()

@@ -25,7 +25,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from tests.factories import JobFactory, JobStepFactory
-from ultimate_jobs import NO_TENANT, Retry, Worker, ops
+from ultimate_jobs import NO_TENANT, Retry, ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,7 +138,7 @@ def _log_in(browser: Any, live_server: Any, path: str, username: str, password: 
 
 
 def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(
-        browser, live_server, declare, tmp_path: Path) -> None:
+        browser, live_server, declare, tmp_path: Path, make_worker) -> None:
     @declare(name="payments.capture", queue="payments", idempotency_key="capture:{order_id}",
              tenant=lambda order_id, shop, **_: shop, retry=Retry(attempts=5))
     def capture(ctx, *, order_id: int, shop: str, card: dict) -> dict:
@@ -214,7 +214,7 @@ def test_an_on_call_engineer_retries_a_dead_job_from_its_failed_step(
     assert "ready" in page.inner_text("#job-state")
     assert [s["name"] for s in ops.get_job(dead.id)["steps"]] == ["reserve-stock"]
 
-    Worker(queues=["payments"], burst=True).run(install_signals=False)
+    make_worker(queues=["payments"], burst=True).run(install_signals=False)
     page.reload()
     assert "done" in page.inner_text("#job-state")
     assert page.locator("#job-error").count() == 0  # done: its old failures are history, not "the error"
@@ -235,7 +235,7 @@ def _chart_points(page: Any, queue: str, window: str, kind: str) -> int:
 
 
 def test_the_overview_charts_what_the_workers_ran_at_every_width_and_in_the_dark(
-        browser, live_server, declare, tmp_path: Path) -> None:
+        browser, live_server, declare, tmp_path: Path, make_worker) -> None:
     @declare(name="shop.sync_stock", queue="shop", idempotency_key="sync:{n}", tenant=NO_TENANT)
     def sync(ctx, *, n: int) -> None: ...
 
@@ -250,10 +250,10 @@ def test_the_overview_charts_what_the_workers_ran_at_every_width_and_in_the_dark
         sync.enqueue(n=n)
     for n in range(9):
         push.enqueue(n=n)
-    Worker(queues=["shop", "billing"], burst=True).run(install_signals=False)
+    make_worker(queues=["shop", "billing"], burst=True).run(install_signals=False)
     for n in range(100, 104):
         sync.enqueue(n=n)  # waiting: the depth
-    live = Worker(queues=["shop", "billing"])
+    live = make_worker(queues=["shop", "billing"])
     live.presence.beat([])
 
     page = _log_in(browser, live_server, "/admin/ultimate_jobs/", "oncall", "correct-horse", "#uj-overview",

@@ -16,7 +16,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from tests.factories import JobFactory, JobStepFactory
-from ultimate_jobs import NO_TENANT, JobsError, Retry, Worker, ops
+from ultimate_jobs import NO_TENANT, JobsError, Retry, ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -236,7 +236,7 @@ def _points(html: str, queue: str, window: str, kind: str) -> int:
     return sum(int(n) for n in re.findall(rf'data-kind="{kind}" data-count="(\d+)"', chart))
 
 
-def test_the_overview_charts_the_jobs_this_test_ran(admin_client_, declare) -> None:
+def test_the_overview_charts_the_jobs_this_test_ran(admin_client_, declare, make_worker) -> None:
     @declare(name="console.ok", queue="console", idempotency_key="ok:{n}", tenant=NO_TENANT)
     def ok(ctx: Any, *, n: int) -> None: ...
 
@@ -249,7 +249,7 @@ def test_the_overview_charts_the_jobs_this_test_ran(admin_client_, declare) -> N
         ok.enqueue(n=n)
     for n in range(2):
         broken.enqueue(n=n)
-    Worker(queues=["console"], burst=True).run(install_signals=False)
+    make_worker(queues=["console"], burst=True).run(install_signals=False)
     waiting = [ok.enqueue(n=100 + n) for n in range(3)]
     html = admin_client_.get(LANDING).content.decode()
     for window in ("hour", "day"):

@@ -25,7 +25,8 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 
 def work() -> None:
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    with Worker(queues=["default"], burst=True) as worker:
+        worker.run(install_signals=False)
 
 
 def posts(n: int) -> None:

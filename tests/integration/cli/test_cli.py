@@ -15,7 +15,7 @@ from django.db import connection
 from tests.app import jobs
 from tests.cli import cli
 from tests.factories import JobFactory
-from ultimate_jobs import Scheduler, Worker, ops
+from ultimate_jobs import Scheduler, ops
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,9 +28,9 @@ def cli_json(*args: str) -> object:
     return json.loads(out)
 
 
-def test_show_json_answers_the_job_the_test_ran() -> None:
+def test_show_json_answers_the_job_the_test_ran(make_worker) -> None:
     r = jobs.flaky.enqueue(key="show", failures=1)
-    worker = Worker(queues=["default"], burst=True, worker_id="cli-show-worker")
+    worker = make_worker(queues=["default"], burst=True, worker_id="cli-show-worker")
     worker.run(install_signals=False)
     shown = cli_json("show", str(r.id))
     assert isinstance(shown, dict)
@@ -117,7 +117,7 @@ def test_resolve_step_refuses_a_step_the_job_never_recorded() -> None:
     assert code == 1 and err.startswith("X_STEP_NOT_FOUND")
 
 
-def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_clock) -> None:
+def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_clock, make_worker) -> None:
     from datetime import timedelta
 
     Scheduler().run_once()  # arms the declared tasks: without a scheduler, scheduler-watermarks is skipped
@@ -133,7 +133,7 @@ def test_doctor_reports_a_row_stuck_running_and_exits_0_when_healthy(frozen_cloc
     code, out, _ = cli("doctor")
     assert code == 3 and str(stuck.id) in out and "UNHEALTHY" in out
     # A live worker will rescue it: not stuck.
-    worker = Worker(queues=["default"], worker_id="gone-worker")
+    worker = make_worker(queues=["default"], worker_id="gone-worker")
     worker.presence.beat([])
     assert cli("doctor")[0] == 0
     Job.objects.filter(id=stuck.id).update(state="dead")

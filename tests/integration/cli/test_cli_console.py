@@ -74,7 +74,8 @@ def _run_console_jobs(declare: Any) -> list[Job]:
     for n in range(4):
         ok.enqueue(n=n)
     broken.enqueue(n=1)
-    Worker(queues=["console"], burst=True).run(install_signals=False)
+    with Worker(queues=["console"], burst=True) as worker:
+        worker.run(install_signals=False)
     for n in range(10, 12):
         ok.enqueue(n=n)
     return list(Job.objects.filter(name="console.broken"))
@@ -98,16 +99,16 @@ def test_jobs_stats_json_carries_every_number_the_overview_shows(declare) -> Non
     assert code == 0 and next(q for q in top["queues"] if q["queue"] == "console")["depth"] == 2
 
 
-def test_jobs_workers_json_is_an_object_like_every_other_subcommand() -> None:
-    worker = Worker(queues=["console"])
+def test_jobs_workers_json_is_an_object_like_every_other_subcommand(make_worker) -> None:
+    worker = make_worker(queues=["console"])
     worker.presence.beat([])
     code, out, _ = cli("workers", "--json")
     assert code == 0 and [w["id"] for w in json.loads(out)["workers"]] == [worker.worker_id]
 
 
-def test_jobs_top_draws_queues_workers_and_dead_jobs_without_rich(declare) -> None:
+def test_jobs_top_draws_queues_workers_and_dead_jobs_without_rich(declare, make_worker) -> None:
     dead = _run_console_jobs(declare)
-    worker = Worker(queues=["console"])
+    worker = make_worker(queues=["console"])
     worker.presence.beat([])
     env = {**os.environ, "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"]), "PYTHONPATH": str(ROOT),
            "DJANGO_SETTINGS_MODULE": "tests.settings"}

@@ -28,7 +28,8 @@ def drain(worker_id: str = "w-test", concurrency: int = 3) -> None:
     """Run every due task through a real worker (in-process, burst) until none is due. At least one
     slot per queue: a burst worker with fewer shared slots than queues may stop with one unclaimed."""
     for _ in range(20):
-        Worker(queues=QUEUES, burst=True, worker_id=worker_id, concurrency=concurrency).run(install_signals=False)
+        with Worker(queues=QUEUES, burst=True, worker_id=worker_id, concurrency=concurrency) as worker:
+            worker.run(install_signals=False)
         if not Job.objects.filter(state__in=("ready", "delayed"), run_at__lte=timezone.now()).exists():
             return
     raise AssertionError("tasks still due after 20 burst workers")

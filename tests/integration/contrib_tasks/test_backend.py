@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tests.integration.contrib_tasks.conftest import drain
 from tests.support import django_tasks as tasks
-from ultimate_jobs import Worker, ops
+from ultimate_jobs import ops
 from ultimate_jobs.contrib.tasks import UltimateJobsBackend
 from ultimate_jobs.contrib.tasks.framework import (
     InvalidTaskError,
@@ -226,9 +226,9 @@ def test_a_row_naming_something_that_is_not_a_task_never_calls_it() -> None:
     assert row.last_error.strip().splitlines()[-1].startswith("django.core.exceptions.SuspiciousOperation")
 
 
-def test_a_worker_runs_only_the_queues_it_was_given() -> None:
+def test_a_worker_runs_only_the_queues_it_was_given(make_worker) -> None:
     other = tasks.record.using(queue_name="queue-1").enqueue("elsewhere")
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert tasks.CALLS == [] and Job.objects.get(id=other.id).state == "ready"
     drain()
     assert tasks.CALLS == [("record", "elsewhere")]

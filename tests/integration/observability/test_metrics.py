@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.app import jobs
 from tests.factories import JobFactory
-from ultimate_jobs import Worker, ops
+from ultimate_jobs import ops
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/jobs/metrics"
@@ -21,16 +21,16 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def test_the_documented_series_parse(settings, frozen_clock) -> None:
+def test_the_documented_series_parse(settings, frozen_clock, make_worker) -> None:
     from datetime import timedelta
 
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "METRICS_TOKEN": TOKEN}
     jobs.noop.enqueue(key="m1")
     jobs.always_fails.enqueue(key="m2")
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     JobFactory(queue="payments", run_at=frozen_clock.now() - timedelta(minutes=6))
     ops.pause_queue("payments")
-    worker = Worker(queues=["default"], concurrency=4, worker_id="w-metrics")
+    worker = make_worker(queues=["default"], concurrency=4, worker_id="w-metrics")
     worker.presence.beat([])
     response = Client().get(URL, HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")

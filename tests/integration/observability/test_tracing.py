@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.app import jobs
-from ultimate_jobs import NO_TENANT, Retry, Worker
+from ultimate_jobs import NO_TENANT, Retry
 from ultimate_jobs.models import Job
 from ultimate_jobs.testing import run_job
 
@@ -28,7 +28,7 @@ def spans() -> InMemorySpanExporter:
     return EXPORTER
 
 
-def test_the_job_span_is_a_child_of_the_enqueuing_span(spans: InMemorySpanExporter) -> None:
+def test_the_job_span_is_a_child_of_the_enqueuing_span(spans: InMemorySpanExporter, make_worker) -> None:
     with trace.get_tracer("tests").start_as_current_span("POST /checkout") as request_span:
         r = jobs.noop.enqueue(key="traced")
     context = request_span.get_span_context()
@@ -36,7 +36,7 @@ def test_the_job_span_is_a_child_of_the_enqueuing_span(spans: InMemorySpanExport
     assert Job.objects.get(id=r.id).traceparent == expected
     untraced = jobs.noop.enqueue(key="untraced")
     assert Job.objects.get(id=untraced.id).traceparent is None
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     job_spans = {s.attributes["job.id"]: s for s in spans.get_finished_spans() if s.name == "job tests.noop"}
     child = job_spans[str(r.id)]
     assert child.context.trace_id == context.trace_id and child.parent.span_id == context.span_id
@@ -44,9 +44,9 @@ def test_the_job_span_is_a_child_of_the_enqueuing_span(spans: InMemorySpanExport
     assert job_spans[str(untraced.id)].parent is None
 
 
-def test_a_failing_attempt_records_the_error_on_its_span(spans: InMemorySpanExporter) -> None:
+def test_a_failing_attempt_records_the_error_on_its_span(spans: InMemorySpanExporter, make_worker) -> None:
     jobs.always_fails.enqueue(key="traced-failure")
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     failed = [s for s in spans.get_finished_spans() if s.name == "job tests.always_fails"]
     assert len(failed) == 3 and all(s.status.status_code == trace.StatusCode.ERROR for s in failed)
 
@@ -90,7 +90,7 @@ def test_each_executed_step_opens_a_child_span_and_a_replayed_one_does_not(decla
     assert [s.attributes["job.step"] for s in finished if s.name.startswith("step ")] == ["fetch", "charge", "charge"]
 
 
-def test_exported_errors_are_redacted_like_last_error(declare, spans) -> None:
+def test_exported_errors_are_redacted_like_last_error(declare, spans, make_worker) -> None:
     @declare(name="tests.leaky_otel", idempotency_key="{k}", tenant=NO_TENANT, retry=Retry(attempts=1))
     def leaky_otel(ctx, *, k: str) -> None:
         raise PermissionError(f"login refused password={PLANTED[0]} dsn postgres://app:{PLANTED[1]}@db/x")
@@ -101,7 +101,7 @@ def test_exported_errors_are_redacted_like_last_error(declare, spans) -> None:
         raise ValueError(f"card {card} declined")
 
     leaky, secret = leaky_otel.enqueue(k="a"), sensitive_otel.enqueue(k="b", card=PLANTED[2])
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     exported = _exported(spans)
     for planted in PLANTED:
         assert planted not in exported

@@ -7,14 +7,14 @@ import json
 import pytest
 
 from tests.app import jobs
-from ultimate_jobs import JobsError, Worker, ops
+from ultimate_jobs import JobsError, ops
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_get_job_answers_the_documented_shape_as_json() -> None:
+def test_get_job_answers_the_documented_shape_as_json(make_worker) -> None:
     r = jobs.flaky.enqueue(key="shape", failures=1)
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     job = ops.get_job(str(r.id))
     for key in ("id", "run_id", "name", "queue", "state", "attempt", "max_attempts", "tenant_id", "enqueued_by",
                 "payload", "result", "last_error", "error_code", "stop_reason", "run_at", "next_retry_at",

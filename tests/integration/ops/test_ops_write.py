@@ -17,7 +17,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def drain() -> None:
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    with Worker(queues=["default"], burst=True) as worker:
+        worker.run(install_signals=False)
 
 
 def refused(code: str, fn, *args, **kwargs) -> JobsError:
@@ -78,7 +79,7 @@ def test_cancel_stops_live_jobs_and_refuses_finished_ones() -> None:
     assert ops.counters("tests.noop")["totals"] == {"cancelled": 1}
 
 
-def test_cancelling_a_running_job_stops_it_at_the_next_heartbeat(declare) -> None:
+def test_cancelling_a_running_job_stops_it_at_the_next_heartbeat(declare, make_worker) -> None:
     import threading
 
     from ultimate_jobs import NO_TENANT
@@ -93,7 +94,7 @@ def test_cancelling_a_running_job_stops_it_at_the_next_heartbeat(declare) -> Non
         return "finished"
 
     r = long.enqueue(k="x")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     worker.run_once()
     ops.cancel_job(r.id)
     worker.heartbeat.beat()
@@ -161,11 +162,11 @@ def test_remove_many_and_promote_many() -> None:
     assert list(Job.objects.filter(queue="p").values_list("id", flat=True)) == [running.id]
 
 
-def test_pause_and_resume_a_queue() -> None:
+def test_pause_and_resume_a_queue(make_worker) -> None:
     jobs.noop.enqueue(key="paused")
     assert ops.pause_queue("default", by="ann")["paused"] is True
     assert [p["queue"] for p in ops.paused_queues()] == ["default"]
-    assert Worker(queues=["default"]).run_once() == []  # the claim skips a paused queue
+    assert make_worker(queues=["default"]).run_once() == []  # the claim skips a paused queue
     assert ops.resume_queue("default") == {"queue": "default", "paused": False, "was_paused": True}
     assert ops.paused_queues() == []
     refused("X_QUEUE_INVALID", ops.pause_queue, "Bad Queue")
@@ -234,10 +235,10 @@ def test_counters_fold_into_coarser_tiers_and_expire(frozen_clock) -> None:
     assert totals == {("default", "done"): 1, ("default", "retried"): 2, ("default", "dead"): 1}
 
 
-def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:
+def test_a_worker_registers_refreshes_and_leaves(frozen_clock, make_worker) -> None:
     from ultimate_jobs.models import WorkerHeartbeat
 
-    worker = Worker(queues=["default", "other"], concurrency=3)
+    worker = make_worker(queues=["default", "other"], concurrency=3)
     worker.presence.beat([])
     (row,) = ops.workers()
     assert (row["id"], row["queues"], row["slots"], row["in_flight_count"]) == (
@@ -250,7 +251,7 @@ def test_a_worker_registers_refreshes_and_leaves(frozen_clock) -> None:
     assert not WorkerHeartbeat.objects.exists()
 
 
-def test_a_lost_lease_is_counted_but_an_operator_cancel_is_not(frozen_clock, declare) -> None:
+def test_a_lost_lease_is_counted_but_an_operator_cancel_is_not(frozen_clock, declare, make_worker) -> None:
     import threading
 
     from ultimate_jobs import NO_TENANT
@@ -262,7 +263,7 @@ def test_a_lost_lease_is_counted_but_an_operator_cancel_is_not(frozen_clock, dec
         release.wait(10)
 
     reclaimed, cancelled = held.enqueue(k="r"), held.enqueue(k="c")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     worker.run_once()
     Job.objects.filter(id=reclaimed.id).update(claim="01234567-89ab-7def-8123-456789abcdef")
     ops.cancel_job(cancelled.id)

@@ -17,7 +17,7 @@ from django.test import override_settings
 from tests.app.jobs import noop
 from tests.error_codes import refused
 from tests.support.sessions import second_session
-from ultimate_jobs import JobsError, Worker, ops
+from ultimate_jobs import JobsError, ops
 from ultimate_jobs.db import store_for
 from ultimate_jobs.models import Job, OutboxEntry
 from ultimate_jobs.outbox import Relay
@@ -73,7 +73,7 @@ def test_a_rollback_leaves_no_job_and_no_outbox_row_ever() -> None:
     assert err.value.code == "X_JOB_NOT_FOUND"
 
 
-def test_a_commit_stages_then_the_job_runs_once_under_the_staged_ids() -> None:
+def test_a_commit_stages_then_the_job_runs_once_under_the_staged_ids(make_worker) -> None:
     with transaction.atomic():
         result = noop.enqueue(key="committed")
         assert Job.objects.count() == 0  # staged, not inserted: the worker cannot see it before commit
@@ -87,7 +87,7 @@ def test_a_commit_stages_then_the_job_runs_once_under_the_staged_ids() -> None:
     assert (job.id, job.run_id, job.state) == (result.id, result.run_id, "ready")
     entry = OutboxEntry.objects.get()
     assert entry.job_id == result.id and entry.published_at is not None and entry.claimed_by == "r"
-    stats = Worker(queues=["default"], burst=True).run(install_signals=False)
+    stats = make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert stats["settled"] == 1
     done = ops.get_job(result.id)
     assert (done["state"], done["attempt"], done["result"]) == ("done", 1, {"key": "committed", "attempt": 1})

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from tests.scheduling import utc
-from ultimate_jobs import Scheduler, Worker, clock, ops, registered_tasks
+from ultimate_jobs import Scheduler, clock, ops, registered_tasks
 from ultimate_jobs.ids import uuid7
 from ultimate_jobs.models import Job, JobEvent, JobStep
 
@@ -24,7 +24,7 @@ def make(state: str, age: timedelta, run_id: object = None) -> Job:
                               created_at=NOW - age, updated_at=NOW - age, finished_at=finished)
 
 
-def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_at, monkeypatch) -> None:
+def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_at, monkeypatch, make_worker) -> None:
     from ultimate_jobs.factories import retention
 
     monkeypatch.setattr(retention.finished_jobs, "batch", 2)
@@ -39,7 +39,7 @@ def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_
     JobStep.objects.create(run_id=shared.run_id, name="s1", status="completed")
 
     result = retention.purge_retention.enqueue()
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     job = ops.get_job(result.id)
     assert job["state"] == "done"
     assert job["result"] == {
@@ -54,7 +54,7 @@ def test_the_purge_deletes_finished_jobs_past_their_retention_in_batches(frozen_
     assert list(JobStep.objects.exclude(run_id=run_id).values_list("run_id", flat=True)) == [shared.run_id]
 
 
-def test_retention_follows_the_settings(frozen_at, settings) -> None:
+def test_retention_follows_the_settings(frozen_at, settings, make_worker) -> None:
     frozen_at(NOW)
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "DONE_RETENTION": "1h", "DEAD_RETENTION": "2d"}
     make("done", timedelta(hours=2))
@@ -62,12 +62,12 @@ def test_retention_follows_the_settings(frozen_at, settings) -> None:
     from ultimate_jobs.factories.retention import purge_retention
 
     purge_retention.enqueue()
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     # Neither is past its retention yet; "done" is the purge run itself.
     assert sorted(Job.objects.values_list("state", flat=True)) == ["dead", "done"]
     clock.advance(2 * DAY)
     purge_retention.enqueue()  # the first run finished: its key is free
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert list(Job.objects.values_list("state", flat=True)) == ["done"]  # the second run; the first went too
 
 
@@ -88,7 +88,7 @@ def event(name: str, age: timedelta) -> JobEvent:
 
 
 def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_could_take_them(
-        frozen_at, settings) -> None:
+        frozen_at, settings, make_worker) -> None:
     frozen_at(NOW)
     old = [event("invoice.paid", 91 * DAY), event("org.created", 200 * DAY)]
     young = event("invoice.paid", 89 * DAY)
@@ -104,7 +104,7 @@ def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_co
     from ultimate_jobs.factories.retention import purge_retention
 
     result = purge_retention.enqueue()
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert ops.get_job(result.id)["result"]["targets"]["events"] == {"events": 2, "batches": 1}
     assert set(JobEvent.objects.values_list("id", flat=True)) == {young.id, awaited.id}
     assert not JobEvent.objects.filter(id__in=[e.id for e in old]).exists()
@@ -112,7 +112,7 @@ def test_the_purge_deletes_events_past_the_dead_retention_unless_an_open_wait_co
     settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "DEAD_RETENTION": "30d"}
     clock.advance(DAY)
     purge_retention.enqueue()
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert list(JobEvent.objects.values_list("id", flat=True)) == [awaited.id]  # still awaited
 
 

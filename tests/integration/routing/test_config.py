@@ -75,11 +75,11 @@ def test_a_route_to_the_jobs_database_itself_is_let_be(settings) -> None:
 
 
 @pytest.mark.postgres_only
-def test_a_worker_given_queues_on_two_databases_is_refused(settings) -> None:
+def test_a_worker_given_queues_on_two_databases_is_refused(settings, make_worker) -> None:
     _route(settings, {"emails": "jobs_routed"})
     with pytest.raises(JobsError) as refused:
         Worker(queues=["default", "emails"])
     assert refused.value.code == X_CONFIG_INVALID
     assert refused.value.cause == ("The queues live on several databases (default on 'default'; emails on "
                                    "'jobs_routed'); one Worker claims from one.")
-    assert Worker(queues=["emails"]).alias == "jobs_routed"
+    assert make_worker(queues=["emails"]).alias == "jobs_routed"

@@ -7,14 +7,13 @@ import pytest
 
 from tests.support import django_tasks as tasks
 from tests.support.routing import ROUTED, raw
-from ultimate_jobs import Worker
 from ultimate_jobs.contrib.tasks.framework import TaskResultStatus, task_backends
 
 pytestmark = [pytest.mark.postgres_only,
               pytest.mark.django_db(databases=["default", ROUTED], transaction=True)]
 
 
-def test_a_task_on_a_routed_queue_runs_and_reads_back_from_its_database(routed) -> None:
+def test_a_task_on_a_routed_queue_runs_and_reads_back_from_its_database(routed, make_worker) -> None:
     tasks.CALLS.clear()
     result = tasks.send_email.enqueue("ada@example.com", password="hunter2-routed")
     # Stored where the route says, and nowhere else.
@@ -23,7 +22,7 @@ def test_a_task_on_a_routed_queue_runs_and_reads_back_from_its_database(routed) 
     read = task_backends["default"].get_result(result.id)
     assert (read.id, read.status, read.args) == (result.id, TaskResultStatus.READY, ["ada@example.com"])
 
-    Worker(queues=["emails"], burst=True, worker_id="w-routed-task").run(install_signals=False)
+    make_worker(queues=["emails"], burst=True, worker_id="w-routed-task").run(install_signals=False)
     assert tasks.CALLS == [("send_email", "ada@example.com")]
     done = task_backends["default"].get_result(result.id)
     assert (done.status, done.return_value, done.worker_ids) == (

@@ -85,12 +85,10 @@ def test_the_admin_lists_a_routed_queue_and_opens_its_job(routed, admin_client) 
     assert "mail-secret-0" in page
 
 
-def test_counters_and_metrics_count_what_a_worker_settled_on_the_routed_database(routed) -> None:
-    from ultimate_jobs import Worker
-
+def test_counters_and_metrics_count_what_a_worker_settled_on_the_routed_database(routed, make_worker) -> None:
     for i in range(3):
         noop.using(queue="emails").enqueue(key=f"counted-{i}")
-    stats = Worker(queues=["emails"], burst=True, concurrency=2).run(install_signals=False)
+    stats = make_worker(queues=["emails"], burst=True, concurrency=2).run(install_signals=False)
     assert stats["settled"] == 3
     assert raw(ROUTED, "SELECT count(*) FROM ultimate_jobs_job WHERE state = 'done'") == [(3,)]
     totals = {(t["queue"], t["outcome"]): t["count"] for t in ops.counter_totals()}
@@ -113,11 +111,10 @@ def test_a_routed_job_is_found_by_its_id_prefix_and_its_page_lists_its_earlier_r
     assert f"/admin/ultimate_jobs/job/{first.id}/change/" in page  # the earlier run, read on its database
 
 
-def test_the_overview_and_jobs_stats_include_the_routed_queue(routed) -> None:
+def test_the_overview_and_jobs_stats_include_the_routed_queue(routed, make_worker) -> None:
     import json
 
     from tests.cli import run_command
-    from ultimate_jobs import Worker
 
     _plant(routed_n=3, home_n=2)
     dead = str(noop.using(queue="emails").enqueue(key="mail-dead").id)
@@ -125,7 +122,7 @@ def test_the_overview_and_jobs_stats_include_the_routed_queue(routed) -> None:
                 "WHERE id = %s", (dead,))
     for i in range(2):
         noop.using(queue="emails").enqueue(key=f"settled-{i}")
-    Worker(queues=["emails"], burst=True, concurrency=2).run(install_signals=False)  # 5 done: 3 planted + 2
+    make_worker(queues=["emails"], burst=True, concurrency=2).run(install_signals=False)  # 5 done: 3 planted + 2
 
     view = ops.overview()
     queues = {q["queue"]: q for q in view["queues"]}

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.app import jobs
 from tests.scheduling import set_watermark, task_jobs, utc
-from ultimate_jobs import Scheduler, Worker, clock, faults, ops
+from ultimate_jobs import Scheduler, clock, faults, ops
 from ultimate_jobs.models import Job, SchedulerLeader, SchedulerState
 from ultimate_jobs.schedule.declarations import occurrence_ms
 
@@ -138,7 +138,7 @@ def test_a_leader_whose_lease_expired_mid_round_stops_and_the_new_leader_does_no
 
 
 def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(
-        declare_task, frozen_at) -> None:
+        declare_task, frozen_at, make_worker) -> None:
     every = minutely(declare_task)
     frozen_at(T0)
     one = Scheduler(tasks=[every], holder="one", force_leader=True)
@@ -146,7 +146,7 @@ def test_two_schedulers_that_both_believe_they_lead_fire_each_occurrence_once(
     assert two.run_once().leading and one.run_once().leading  # both read the armed watermark
     clock.freeze(utc(2026, 6, 1, 10, 1, 2))
     assert len(one.run_once().fired) == 1
-    Worker(queues=["default"], burst=True).run(install_signals=False)  # the first job already finished:
+    make_worker(queues=["default"], burst=True).run(install_signals=False)  # the first job already finished:
     assert task_jobs("t.minutely")[0][1] == "done"  # its key is free again, only the watermark stops a refire
     assert two.run_once().fired == ()
     clock.freeze(utc(2026, 6, 1, 10, 2, 2))

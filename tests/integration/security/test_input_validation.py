@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from tests.app.jobs import noop
 from tests.error_codes import refused
-from ultimate_jobs import NO_TENANT, Concurrency, JobsError, Retry, Worker, ops
+from ultimate_jobs import NO_TENANT, Concurrency, JobsError, Retry, ops
 from ultimate_jobs.models import Job, JobStep, OutboxEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -172,7 +172,7 @@ def test_non_string_keys_at_any_depth_are_refused_not_coerced(per_org) -> None:
     assert per_org.enqueue(org="acme", n=1, data={"1": "a", "nested": [{"2": None}]}).deduped is False
 
 
-def test_non_string_keys_in_a_step_output_or_a_result_fail_the_run(declare) -> None:
+def test_non_string_keys_in_a_step_output_or_a_result_fail_the_run(declare, make_worker) -> None:
     @declare(name="tests.security.input.step_keys", idempotency_key="{k}", tenant=NO_TENANT)
     def step_keys(ctx, *, k: str) -> None:
         ctx.step.run("collapse", lambda: {1: "a", "1": "b"})
@@ -182,14 +182,15 @@ def test_non_string_keys_in_a_step_output_or_a_result_fail_the_run(declare) -> N
         return {1: "a", "1": "b"}
 
     a, b = step_keys.enqueue(k="a"), result_keys.enqueue(k="b")
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert Job.objects.get(id=a.id).error_code == "X_STEP_OUTPUT_UNSERIALIZABLE"
     assert not JobStep.objects.filter(name="collapse", status="completed").exists()
     row = Job.objects.get(id=b.id)
     assert (row.state, row.error_code, row.result) == ("dead", "X_JOB_RESULT_UNSERIALIZABLE", None)
 
 
-def test_a_result_over_max_result_bytes_fails_the_attempt_and_the_worker_goes_on(declare, settings) -> None:
+def test_a_result_over_max_result_bytes_fails_the_attempt_and_the_worker_goes_on(declare, settings,
+                                                                                 make_worker) -> None:
     settings.ULTIMATE_JOBS = {"MAX_RESULT_BYTES": 1000}
 
     @declare(name="tests.security.input.big_result", idempotency_key="{n}", tenant=NO_TENANT,
@@ -198,7 +199,7 @@ def test_a_result_over_max_result_bytes_fails_the_attempt_and_the_worker_goes_on
         return "x" * n
 
     big, small = big_result.enqueue(n=5000), big_result.enqueue(n=10)
-    stats = Worker(queues=["default"], burst=True).run(install_signals=False)
+    stats = make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert stats["lost"] == 0
     row = Job.objects.get(id=big.id)
     assert (row.state, row.error_code, row.stop_reason, row.result, row.attempt) == (

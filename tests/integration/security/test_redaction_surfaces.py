@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from ultimate_jobs import NO_TENANT, Retry, Worker
+from ultimate_jobs import NO_TENANT, Retry
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ def _cli(*args: str) -> str:
     return out.getvalue() + err.getvalue()
 
 
-def test_secrets_never_reach_any_surface(declare, caplog) -> None:
+def test_secrets_never_reach_any_surface(declare, caplog, make_worker) -> None:
     password, api_key, bearer = SECRETS
 
     @declare(name="tests.leaky", idempotency_key="{ref}", tenant=NO_TENANT, retry=Retry(attempts=1))
@@ -39,7 +39,7 @@ def test_secrets_never_reach_any_surface(declare, caplog) -> None:
     with caplog.at_level(logging.DEBUG, logger="ultimate_jobs"):
         r = leaky.enqueue(ref="x", password=password, items=[{"name": "a", "api_key": api_key}],
                           headers={"Authorization": f"Bearer {bearer}"})
-        Worker(queues=["default"], burst=True).run(install_signals=False)
+        make_worker(queues=["default"], burst=True).run(install_signals=False)
         logging.getLogger("ultimate_jobs").error("jobs.test.echo payload=%s", {"password": password})
 
     stored = Job.objects.get(id=r.id)
@@ -69,7 +69,7 @@ def _backfill_cli(*args: str) -> str:
     return out.getvalue() + err.getvalue()
 
 
-def test_backfill_errors_are_redacted_in_the_ledger_and_the_cli(declare_backfill) -> None:
+def test_backfill_errors_are_redacted_in_the_ledger_and_the_cli(declare_backfill, make_worker) -> None:
     from tests.app.models import Post
 
     password = SECRETS[0]
@@ -87,7 +87,7 @@ def test_backfill_errors_are_redacted_in_the_ledger_and_the_cli(declare_backfill
     # With --wait the gate counts the rows first: count() raising is the CLI's refusal to print.
     written = _backfill_cli("bf.leaky.handle", "--write") + _backfill_cli("bf.leaky.count", "--write", "--wait")
     written_json = _backfill_cli("bf.leaky.count", "--write", "--wait", "--json")
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     from ultimate_jobs.models import BackfillRun
 
     (run,) = BackfillRun.objects.filter(name="bf.leaky.handle")
@@ -99,7 +99,7 @@ def test_backfill_errors_are_redacted_in_the_ledger_and_the_cli(declare_backfill
         assert password not in text, f"the secret leaked into the {where}"
 
 
-def test_a_sensitive_jobs_error_text_and_step_errors_hide_its_values(declare) -> None:
+def test_a_sensitive_jobs_error_text_and_step_errors_hide_its_values(declare, make_worker) -> None:
     card = "4111-1111-1111-1111"
 
     @declare(name="tests.sensitive_card", idempotency_key="{ref}", tenant=NO_TENANT, retry=Retry(attempts=1),
@@ -111,7 +111,7 @@ def test_a_sensitive_jobs_error_text_and_step_errors_hide_its_values(declare) ->
         ctx.step.run("authorize", authorize)
 
     r = charge.enqueue(ref="s", card=card)
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     stored = Job.objects.get(id=r.id)
     from ultimate_jobs.models import JobStep
 

@@ -65,7 +65,8 @@ def global_job(declare):
 
 
 def _burst() -> dict[str, int]:
-    return Worker(queues=["default"], burst=True).run(install_signals=False)
+    with Worker(queues=["default"], burst=True) as worker:
+        return worker.run(install_signals=False)
 
 
 def test_the_context_is_entered_and_exited_around_the_body_with_the_runs_tenant(per_org, global_job) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from ultimate_jobs import NO_TENANT, Retry, Worker, ops
+from ultimate_jobs import NO_TENANT, Retry, ops
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.store import ATTEMPTS_KEPT, Settlement
 from ultimate_jobs.models import Job
@@ -17,7 +17,7 @@ from ultimate_jobs.models import Job
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_each_attempt_appends_one_entry_with_its_worker_times_outcome_and_redacted_error(declare) -> None:
+def test_each_attempt_appends_one_entry_with_its_worker_times_outcome_and_redacted_error(declare, make_worker) -> None:
     calls: list[int] = []
 
     @declare(name="history.flaky", idempotency_key="flaky", tenant=NO_TENANT,
@@ -29,7 +29,7 @@ def test_each_attempt_appends_one_entry_with_its_worker_times_outcome_and_redact
         return "ok"
 
     handle = flaky.enqueue(password="s3cret")
-    Worker(queues=["default"], burst=True, worker_id="w-history").run(install_signals=False)
+    make_worker(queues=["default"], burst=True, worker_id="w-history").run(install_signals=False)
     row = Job.objects.get(id=handle.id)
     assert calls == [1, 2, 3]
     assert [(e["attempt"], e["worker"], e["outcome"]) for e in row.attempts] == [

@@ -28,7 +28,7 @@ def _finish(worker: Worker) -> None:
     worker.settler.settle()
 
 
-def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) -> None:
+def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare, make_worker) -> None:
     gate = threading.Event()
     ran: list[str] = []
 
@@ -40,7 +40,7 @@ def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) 
     first = charge.enqueue(ref="a", account="acct-1")
     second = charge.enqueue(ref="b", account="acct-1")
     charge.enqueue(ref="c", account="acct-2")
-    w1, w2 = Worker(queues=["default"], concurrency=1), Worker(queues=["default"], concurrency=5)
+    w1, w2 = make_worker(queues=["default"], concurrency=1), make_worker(queues=["default"], concurrency=5)
     (run1,) = w1.run_once()
     assert run1.id == first.id
     _wait_for_slot(run1)  # the slot is taken on the body's thread; "b" must come after it
@@ -58,7 +58,7 @@ def test_a_busy_key_with_when_busy_wait_hands_the_claim_back_uncounted(declare) 
     assert not FleetSlot.objects.exists()  # slots are handed back when bodies return
 
 
-def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:
+def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare, make_worker) -> None:
     gate = threading.Event()
     ran: list[str] = []
 
@@ -70,7 +70,7 @@ def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:
 
     export.enqueue(ref="a", account="acct")
     refused = export.enqueue(ref="b", account="acct")
-    w1, w2 = Worker(queues=["default"], concurrency=1), Worker(queues=["default"], concurrency=1)
+    w1, w2 = make_worker(queues=["default"], concurrency=1), make_worker(queues=["default"], concurrency=1)
     (run1,) = w1.run_once()
     _wait_for_slot(run1)
     w2.run_once()
@@ -82,7 +82,7 @@ def test_when_busy_fail_settles_failed_and_never_runs_the_body(declare) -> None:
     assert ran == ["a"]
 
 
-def test_a_runs_own_leftover_slot_never_fails_it(declare) -> None:
+def test_a_runs_own_leftover_slot_never_fails_it(declare, make_worker) -> None:
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=Concurrency(limit=1, when_busy="fail"))
     def solo(ctx, *, ref: str) -> str:
         return "ran"
@@ -90,11 +90,11 @@ def test_a_runs_own_leftover_slot_never_fails_it(declare) -> None:
     r = solo.enqueue(ref="x")
     FleetSlot.objects.create(concurrency_key=solo.name, slot=0, holder="killed-worker", job_id=r.id,
                             expires_at=Job.objects.get(id=r.id).created_at + timedelta(hours=1))
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert ops.get_job(r.id)["result"] == "ran"
 
 
-def test_an_expired_slot_of_a_dead_worker_is_taken_over(declare, frozen_clock) -> None:
+def test_an_expired_slot_of_a_dead_worker_is_taken_over(declare, frozen_clock, make_worker) -> None:
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=1)
     def solo2(ctx, *, ref: str) -> str:
         return "ran"
@@ -103,11 +103,11 @@ def test_an_expired_slot_of_a_dead_worker_is_taken_over(declare, frozen_clock) -
     FleetSlot.objects.create(concurrency_key=solo2.name, slot=0, holder="dead-worker",
                             job_id="01234567-89ab-7def-8123-456789abcdef",
                             expires_at=frozen_clock.now() - timedelta(seconds=1))
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     assert ops.get_job(r.id)["result"] == "ran"
 
 
-def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen_clock) -> None:
+def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen_clock, make_worker) -> None:
     release = threading.Event()
 
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=1)
@@ -116,7 +116,7 @@ def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen
         ctx.cancelled.check()
 
     r = long.enqueue(ref="z")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     (run,) = worker.run_once()
     for _ in range(100):
         if run.slot is not None:
@@ -132,11 +132,11 @@ def test_a_slot_lost_to_expiry_cancels_the_run_and_hands_it_back(declare, frozen
     assert (row.state, row.attempt) == ("ready", 0)
 
 
-def test_burst_runs_jobs_it_handed_back_for_a_busy_key(declare) -> None:
+def test_burst_runs_jobs_it_handed_back_for_a_busy_key(declare, make_worker) -> None:
     @declare(idempotency_key="{ref}", tenant=NO_TENANT, concurrency=Concurrency(key="{account}", limit=1))
     def serial(ctx, *, ref: str, account: str) -> str:
         return ref
 
     serial.enqueue_many([{"ref": f"r{n}", "account": "one"} for n in range(4)])
-    Worker(queues=["default"], burst=True, concurrency=4).run(install_signals=False)
+    make_worker(queues=["default"], burst=True, concurrency=4).run(install_signals=False)
     assert set(Job.objects.values_list("state", flat=True)) == {"done"}

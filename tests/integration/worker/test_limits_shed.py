@@ -5,14 +5,13 @@ import threading
 import pytest
 from django.test import override_settings
 
-from ultimate_jobs import Worker
 from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @override_settings(ULTIMATE_JOBS={"LIMITS": {"per_tenant": 1}})
-def test_one_run_per_tenant_in_flight_and_the_excess_is_shed_uncounted(declare) -> None:
+def test_one_run_per_tenant_in_flight_and_the_excess_is_shed_uncounted(declare, make_worker) -> None:
     gate = threading.Event()
 
     @declare(idempotency_key="{ref}", tenant="{org}")
@@ -22,7 +21,7 @@ def test_one_run_per_tenant_in_flight_and_the_excess_is_shed_uncounted(declare) 
 
     per_org.enqueue_many([{"ref": "a1", "org": "acme"}, {"ref": "a2", "org": "acme"},
                           {"ref": "g1", "org": "globex"}])
-    worker = Worker(queues=["default"], concurrency=10)
+    worker = make_worker(queues=["default"], concurrency=10)
     started = worker.run_once()
     assert sorted(run.claimed.tenant_id for run in started) == ["acme", "globex"]
     assert worker.stats["shed"] == 1  # a2 came in the same batch as a1

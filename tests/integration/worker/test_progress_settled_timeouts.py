@@ -19,7 +19,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def burst() -> dict[str, int]:
-    return Worker(queues=["default"], burst=True).run(install_signals=False)
+    with Worker(queues=["default"], burst=True) as worker:
+        return worker.run(install_signals=False)
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from ultimate_jobs.testing import run_job
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_retry_after_settles_the_row_later_under_its_own_code(frozen_clock) -> None:
+def test_retry_after_settles_the_row_later_under_its_own_code(frozen_clock, make_worker) -> None:
     result = jobs.retry_after.enqueue(key="coverage", seconds=7)
-    Worker(queues=["default"], burst=True).run(install_signals=False)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
     row = Job.objects.get(id=result.id)
     assert (row.state, row.attempt, row.error_code) == ("delayed", 1, "X_RETRY_AFTER")
     assert row.run_at - frozen_clock.now() == timedelta(seconds=7)  # the delay the body asked for

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def drain(**options: object) -> dict[str, int]:
-    return Worker(queues=["default"], burst=True, **options).run(install_signals=False)  # type: ignore[arg-type]
+    with Worker(queues=["default"], burst=True, **options) as worker:  # type: ignore[arg-type]
+        return worker.run(install_signals=False)
 
 
 def test_a_body_failing_twice_then_succeeding_ends_done_at_attempt_3() -> None:
@@ -64,9 +65,9 @@ def test_a_code_registered_terminal_stops_at_once() -> None:
     assert (job["state"], job["attempt"], job["error_code"]) == ("dead", 1, "X_STORE_DECLINED")
 
 
-def test_unclassified_codes_keep_the_schedule(frozen_clock) -> None:
+def test_unclassified_codes_keep_the_schedule(frozen_clock, make_worker) -> None:
     r = jobs.coded.enqueue(key="u", code="X_SOMETHING")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     worker.run_once()
     _settle(worker)
     row = Job.objects.get(id=r.id)
@@ -74,8 +75,8 @@ def test_unclassified_codes_keep_the_schedule(frozen_clock) -> None:
     assert row.run_at - frozen_clock.now() == timedelta(seconds=1)  # Retry(delay=1s), attempt 1
 
 
-def test_retry_after_uses_the_stated_delay_clamped_and_burns_an_attempt(frozen_clock) -> None:
-    worker = Worker(queues=["default"])
+def test_retry_after_uses_the_stated_delay_clamped_and_burns_an_attempt(frozen_clock, make_worker) -> None:
+    worker = make_worker(queues=["default"])
     short = jobs.retry_after.enqueue(key="s", seconds=7)
     long = jobs.retry_after.enqueue(key="l", seconds=3600)
     worker.run_once()
@@ -86,9 +87,9 @@ def test_retry_after_uses_the_stated_delay_clamped_and_burns_an_attempt(frozen_c
     assert lg.run_at - now == timedelta(seconds=60)  # clamped by max_delay
 
 
-def test_a_retry_waits_for_its_delay_then_runs(frozen_clock) -> None:
+def test_a_retry_waits_for_its_delay_then_runs(frozen_clock, make_worker) -> None:
     r = jobs.coded.enqueue(key="w", code="LATER")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     worker.run_once()
     _settle(worker)
     assert worker.run_once() == []  # not due yet
@@ -108,19 +109,19 @@ def test_an_unknown_job_name_stays_ready_and_is_never_discarded() -> None:
     assert Job.objects.get(id=other.id).state == "done"
 
 
-def test_a_worker_only_claims_its_queues() -> None:
+def test_a_worker_only_claims_its_queues(make_worker) -> None:
     mine = jobs.other_queue.enqueue(key="o")
     theirs = jobs.noop.enqueue(key="d")
-    Worker(queues=["other"], burst=True).run(install_signals=False)
+    make_worker(queues=["other"], burst=True).run(install_signals=False)
     assert Job.objects.get(id=mine.id).state == "done"
     assert Job.objects.get(id=theirs.id).state == "ready"
 
 
-def test_claim_order_is_priority_then_run_at() -> None:
+def test_claim_order_is_priority_then_run_at(make_worker) -> None:
     low = jobs.noop.using(priority=5).enqueue(key="low")
     high = jobs.noop.using(priority=-5).enqueue(key="high")
     mid = jobs.noop.enqueue(key="mid")
-    started = Worker(queues=["default"], concurrency=1).run_once()
+    started = make_worker(queues=["default"], concurrency=1).run_once()
     assert [run.id for run in started] == [high.id]
     assert {low.id, mid.id}.isdisjoint({run.id for run in started})
 
@@ -131,14 +132,14 @@ def test_claim_with_no_queues_is_refused() -> None:
     assert err.value.code == "X_JOB_CLAIM_QUEUES_EMPTY"
 
 
-def test_concurrency_bounds_a_pass_and_is_split_over_queues() -> None:
+def test_concurrency_bounds_a_pass_and_is_split_over_queues(make_worker) -> None:
     jobs.noop.enqueue_many([{"key": f"c{i}"} for i in range(10)])
     jobs.other_queue.enqueue_many([{"key": f"o{i}"} for i in range(10)])
-    worker = Worker(queues=["default", "other"], concurrency=4)
+    worker = make_worker(queues=["default", "other"], concurrency=4)
     started = worker.run_once()
     assert len(started) == 4
     assert sorted(run.claimed.queue for run in started) == ["default", "default", "other", "other"]
-    capped = Worker(queues=["default", "other"], concurrency="default=3,other=1", max_in_flight=2)
+    capped = make_worker(queues=["default", "other"], concurrency="default=3,other=1", max_in_flight=2)
     assert len(capped.run_once()) == 2
 
 
@@ -190,9 +191,9 @@ def test_a_live_lease_is_not_rescued(frozen_clock) -> None:
     assert Job.objects.get(id=r.id).state == "running"
 
 
-def test_settlement_is_fenced_on_the_claim_token(caplog) -> None:
+def test_settlement_is_fenced_on_the_claim_token(caplog, make_worker) -> None:
     r = jobs.noop.enqueue(key="fenced")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     (run,) = worker.run_once()
     run.finished.wait(5)
     Job.objects.filter(id=r.id).update(state="cancelled")  # an operator cancelled it meanwhile
@@ -209,7 +210,7 @@ def test_settlement_is_fenced_on_the_claim_token(caplog) -> None:
     assert Job.objects.get(id=r2.id).state == "running"
 
 
-def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, declare) -> None:
+def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, declare, make_worker) -> None:
     import threading
 
     release = threading.Event()
@@ -220,7 +221,7 @@ def test_the_heartbeat_renews_held_leases_and_cancels_lost_ones(frozen_clock, de
         return ctx.cancelled.reason or "ok"
 
     kept, lost = held.enqueue(k="kept"), held.enqueue(k="lost")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     worker.run_once()
     frozen_clock.advance(timedelta(seconds=20))
     Job.objects.filter(id=lost.id).update(state="cancelled")
@@ -241,11 +242,11 @@ def _settle(worker: Worker) -> None:
     worker.settler.settle()
 
 
-def test_a_claim_whose_answer_was_lost_is_handed_back_uncounted() -> None:
+def test_a_claim_whose_answer_was_lost_is_handed_back_uncounted(make_worker) -> None:
     from ultimate_jobs.db import store_for
 
     r = jobs.noop.enqueue(key="lost-answer")
-    worker = Worker(queues=["default"])
+    worker = make_worker(queues=["default"])
     # The claim committed under this worker's id, but the worker never saw the answer.
     store_for().job_claim(queue="default", names=["tests.noop"], limit=10, worker_id=worker.worker_id,
                           visibility=30, now=None)
@@ -310,7 +311,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 @pytest.mark.parametrize("slots", [1, 2])
-def test_a_burst_worker_with_fewer_slots_than_queues_still_drains_the_last_queue(declare, slots: int) -> None:
+def test_a_burst_worker_with_fewer_slots_than_queues_still_drains_the_last_queue(declare, slots: int,
+                                                                                  make_worker) -> None:
     # A shared concurrency is split over the queues in rotation; a pass that offered the one busy
     # queue no slot must not count as "nothing runnable" and end the burst.
     @declare(name="tests.third_queue", queue="q3", idempotency_key="{n}", tenant=NO_TENANT)
@@ -318,5 +320,5 @@ def test_a_burst_worker_with_fewer_slots_than_queues_still_drains_the_last_queue
         return n * 7
 
     job = third.enqueue(n=6)
-    stats = Worker(queues=["q1", "q2", "q3"], concurrency=slots, burst=True).run(install_signals=False)
+    stats = make_worker(queues=["q1", "q2", "q3"], concurrency=slots, burst=True).run(install_signals=False)
     assert (stats["claimed"], Job.objects.values_list("state", "result").get(id=job.id)) == (1, ("done", 42))
