@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's chromium for the admin's browser tests (tests/admin/test_browser.py), which
+# Install Debian's chromium for the admin's browser tests (tests/integration/admin/test_browser.py), which
 # drive it through Playwright (the `playwright` pip package in the dev extra; no browser download).
 # Tolerant by design: without root, apt-get or network it prints why and exits 0, and the
 # browser tests then skip with that reason. CI calls it before the suite (.ci/run).

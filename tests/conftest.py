@@ -15,12 +15,17 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from ultimate_jobs import clock, ops
+from ultimate_jobs import Worker, clock, ops
 from ultimate_jobs.registry import unregister as _unregister
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKEND = settings.BACKEND
-pytest_plugins = ["tests.scheduling", "tests.error_codes"]  # declare_task, frozen_at; --error-codes-report
+pytest_plugins = [
+    "tests.scheduling",  # declare_task, frozen_at
+    "tests.error_codes",  # --error-codes-report
+    "tests.support.routing",  # routed, routed_env
+    "tests.support.http_receiver",  # receiver
+]
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -75,20 +80,19 @@ def declare_backfill(declared: Declared) -> Callable[..., Any]:
     return lambda **options: declared.track(backfill(**{"tenant": NO_TENANT, "rate": 1000, **options}))
 
 
-@pytest.fixture(autouse=True)
-def _close_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Close every in-process Worker a test built, so no body thread keeps a connection open."""
-    from ultimate_jobs.runtime import worker as worker_module
+@pytest.fixture
+def make_worker() -> Iterator[Callable[..., Worker]]:
+    """``make_worker(**options)``: an in-process ``Worker`` for this test, closed when the test ends so
+    no body thread it started keeps a database connection open. A helper that runs a worker to the
+    end owns it instead: ``with Worker(...) as worker: worker.run(install_signals=False)``."""
+    built: list[Worker] = []
 
-    built: list[worker_module.Worker] = []
-    original = worker_module.Worker.__init__
+    def make(**options: Any) -> Worker:
+        worker = Worker(**options)
+        built.append(worker)
+        return worker
 
-    def tracking_init(self: worker_module.Worker, *args: object, **kwargs: object) -> None:
-        original(self, *args, **kwargs)  # type: ignore[arg-type]
-        built.append(self)
-
-    monkeypatch.setattr(worker_module.Worker, "__init__", tracking_init)
-    yield
+    yield make
     for worker in built:
         worker.close(wait=5.0)
 

@@ -10,7 +10,7 @@ Two halves, one idea (a code counts only when a test asserts it):
   a ``refused(...)`` call (or a module's own ``_refused``/``assert_refused`` helper) or a
   ``wait_for(...)`` (which fails the test when unmet) — a code a test merely mentions does not count.
   ``scripts/gen_error_docs.py``
-  writes its answer into ``docs/reference/errors.md``; ``tests/refusals/test_every_code_raised.py``
+  writes its answer into ``docs/reference/errors.md``; ``tests/unit/test_every_code_raised.py``
   fails when a registered code has no test.
 
 This module imports Django only inside ``refused``, so the generator can scan without settings.

@@ -123,8 +123,9 @@ if not _joined:
         }
         CONTRACT_ALIASES["postgres"] = "postgres"
 
-# QUEUE_DATABASES (tests/routing/): a second PostgreSQL database, ``jobs_routed``, set up only by
-# the tests that name it. A worker process joining the suite gets its name and the routes by env.
+# QUEUE_DATABASES (tests/integration/routing/, tests/process/test_routing_processes.py): a second
+# PostgreSQL database, ``jobs_routed``, set up only by the tests that name it. A worker process
+# joining the suite gets its name and the routes by env.
 if BACKEND == "postgres" and (not _joined or os.environ.get("JOBS_TEST_ROUTED_NAME")):
     DATABASES["jobs_routed"] = {
         **DATABASES["default"],
@@ -141,8 +142,8 @@ ULTIMATE_JOBS = {
     "IDLE_POLL_MAX": "200ms",
 }
 
-# Django's Tasks framework on this project's backend (tests/contrib_tasks/): every worker of the
-# suite also claims the django_tasks job.
+# Django's Tasks framework on this project's backend (tests/integration/contrib_tasks/): every
+# worker of the suite also claims the django_tasks job.
 TASKS = {
     "default": {"BACKEND": "ultimate_jobs.contrib.tasks.UltimateJobsBackend",
                 "QUEUES": ["default", "emails", "queue-1"]},

@@ -1,7 +1,7 @@
 """Materialized views: refresh_view() is REFRESH MATERIALIZED VIEW [CONCURRENTLY] in one step, and
 only PostgreSQL has materialized views. This script runs on SQLite, where the declaration itself is
 refused with X_JOB_REFRESH_VIEW_INVALID; docs/reference/refresh-view.md shows the PostgreSQL run
-(tests/data_factories/test_refresh_view.py runs it against a real view).
+(tests/integration/data_factories/test_refresh_view.py runs it against a real view).
 
 Run it: python docs/examples/refresh_view.py
 """

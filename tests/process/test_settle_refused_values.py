@@ -1,8 +1,8 @@
-"""No value from a job body stops a worker settling the others (issue 13 #10): an exception whose
-``code`` is not an ``X_`` code (over the column's 64 characters, a NUL, lower case) settles as
-``X_JOB_FAILED`` with the original named in the error text, and the jobs beside it in the same
-batch settle too. Before the fix one such code failed the batched settle on PostgreSQL, and the
-worker sent the same batch again every pass, settling nothing else."""
+"""No value from a job body stops a worker settling the others: an exception whose ``code`` is not
+an ``X_`` code (over the column's 64 characters, a NUL, lower case) settles as ``X_JOB_FAILED`` with
+the original named in the error text, and the jobs beside it in the same batch settle too. Before
+the fix one such code failed the batched settle on PostgreSQL, and the worker sent the same batch
+again every pass, settling nothing else."""
 
 from __future__ import annotations
 
