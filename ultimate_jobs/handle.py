@@ -87,9 +87,6 @@ class JobHandle(Generic[P, R]):
         self.concurrency = Concurrency.coerce(concurrency)
         if not isinstance(compensates, bool) or not isinstance(sensitive, bool):
             raise JobsError(code, "compensates= and sensitive= must be True or False.")
-        if compensates and self.is_async:
-            raise JobsError(code, f"{self.name}: compensates=True needs a def body (durable steps run on the "
-                            "worker's threads; Django's ORM is synchronous).")
         self.compensates = compensates
         # The row's max_attempts: the policy's attempts, plus the unwind's margin when compensating.
         self.max_attempts = self.retry.attempts + (UNWIND_MARGIN if compensates else 0)
