@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 
 from ultimate_jobs import NO_TENANT, Retry, job
 
+from .models import Effect
 from .step_jobs import FIXED, effect
 
 NOW = Retry(attempts=3, delay=0, **FIXED)
@@ -114,15 +115,20 @@ async def long_step(ctx, *, key: str, seconds: float, blocking: bool = False) ->
     blocking on a thread (``def``: a drain lets it finish and keeps its checkpoint)."""
     await ctx.step.run("first", lambda: effect(ctx, f"first:{key}"))
 
+    def first_try() -> bool:  # a step run again (after a drain or a kill) does not wait again
+        return Effect.objects.filter(key=f"long-start:{key}").count() == 1
+
     async def waits() -> str:
         await aeffect(ctx, f"long-start:{key}")
-        await asyncio.sleep(seconds)
+        if await sync_to_async(first_try)():
+            await asyncio.sleep(seconds)
         await aeffect(ctx, f"long-end:{key}")
         return "slept"
 
     def blocks() -> str:
         effect(ctx, f"long-start:{key}")
-        time.sleep(seconds)
+        if first_try():
+            time.sleep(seconds)
         effect(ctx, f"long-end:{key}")
         return "slept"
 
