@@ -49,12 +49,22 @@ async def off_loop(executor: Executor | None, fn: Callable[P, T], *args: P.args,
 
 
 async def shielded(executor: Executor | None, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``off_loop``, but a cancel of the awaiting task lets the call finish before it propagates."""
-    call = asyncio.ensure_future(off_loop(executor, fn, *args, **kwargs))
+    """``off_loop``, but a cancel of the awaiting task lets the call finish before it propagates
+    (a call still queued is dropped: it never ran)."""
+    if executor is None:
+        call = asyncio.ensure_future(off_loop(executor, fn, *args, **kwargs))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            await finished(call)
+            raise
+    # The worker's path, taken per statement: the executor's own future, no task or shield around it.
+    submitted = executor.submit(functools.partial(contextvars.copy_context().run, fn, *args, **kwargs))
     try:
-        return await asyncio.shield(call)
+        return await asyncio.wrap_future(submitted)
     except asyncio.CancelledError:
-        await finished(call)
+        if not submitted.cancelled():
+            await finished(asyncio.wrap_future(submitted))
         raise
 
 

@@ -72,7 +72,7 @@ class AsyncStepAPI(StepFront):
     def __init__(self, engine: Steps, *, executor: Executor | None = None) -> None:
         super().__init__(engine)
         self._executor = executor
-        self._turn: asyncio.Lock | None = None  # made on the body's loop, at the first step call
+        self._turn: asyncio.Lock | None = None  # see _take_turn
         self._clocks: dict[str, float] = {}  # step_timeout deadlines of the async steps running now
 
     async def run(self, name: str, fn: Callable[[], Any], *, once: bool = False, atomic: bool = False,
@@ -85,7 +85,13 @@ class AsyncStepAPI(StepFront):
                 f"step {name!r}: atomic=True takes a def (Django's transactions are synchronous); fn is an "
                 "async def.", code=X_JOB_DECLARATION_INVALID,
                 fix="Pass a def that makes the ORM writes, or drop atomic=True."))
-        seq, output = await engine_call(self, open_run, engine, name, fn, once=once, compensate=compensate)
+        if engine._rows is not None and not once:
+            # The run's steps are read already and nothing is stored before fn: no statement, so
+            # no trip off the loop (a step after the first costs its checkpoint's trip only).
+            async with self._take_turn():
+                seq, output = open_run(engine, name, fn, once=once, compensate=compensate)
+        else:
+            seq, output = await engine_call(self, open_run, engine, name, fn, once=once, compensate=compensate)
         if seq is not None:
             if atomic:  # the engine's own path: fn and the checkpoint in one transaction, on one thread
                 text = await engine_call(self, engine._execute, name, seq, _refusing_awaitables(self._in_tenant(fn)),
@@ -108,6 +114,12 @@ class AsyncStepAPI(StepFront):
         return await engine_call(self, self._engine.wait_for_event, name, event, match, timeout)
 
     # -- internals ---------------------------------------------------------------------------------
+
+    def _take_turn(self) -> asyncio.Lock:
+        """The lock the run's engine calls take turns on (made on the body's loop, at first use)."""
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        return self._turn
 
     def _in_tenant(self, fn: Callable[[], T]) -> Callable[[], T]:
         """``fn`` as a ``def`` step runs on its thread: inside the run's tenant context, as the body."""
@@ -191,9 +203,7 @@ class AsyncStepAPI(StepFront):
 
 async def engine_call(api: AsyncStepAPI, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """One engine call of ``api``'s run, off the loop, one at a time; a cancel lets it land first."""
-    if api._turn is None:
-        api._turn = asyncio.Lock()
-    async with api._turn:
+    async with api._take_turn():
         return await shielded(api._executor, fn, *args, **kwargs)
 
 
