@@ -11,7 +11,9 @@ Usage::
 
 ``ctx`` carries ``job_id``, ``run_id``, ``name``, ``queue``, ``attempt`` (1-based),
 ``max_attempts``, ``final_attempt``, ``tenant_id``, ``enqueued_by``, ``cancelled`` (a
-``CancelToken``), ``step`` (durable steps) and ``progress(done, total=None, note=None)``.
+``CancelToken``), ``step`` (durable steps) and ``progress(done, total=None, note=None)``. In an
+``async def`` body the step calls are coroutines and ``await ctx.progress(...)`` waits for the
+write; a cancel there also cancels the body's task (``CancelToken.on_set``).
 """
 
 from __future__ import annotations
