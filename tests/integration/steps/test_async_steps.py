@@ -306,3 +306,15 @@ def test_ctx_step_offers_only_the_documented_coroutines(declare) -> None:
     trace = run_job(probe, k="api")
     assert (trace.state, trace.result) == ("done", ["run", "sleep", "wait_for_event"])
     assert str(seen["repr"]).startswith("<Steps run_id=") and seen["coroutines"] == [True, True, True]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_crash_proof_holds_for_an_async_body_at_every_step_boundary(jobs_clock) -> None:
+    from ultimate_jobs.testing import crash_proof
+
+    report = crash_proof(jobs.plain, {"key": "cp"})
+    assert report.reference.state == "done"
+    assert report.effects == {"effect:first:cp": 1, "effect:second:cp": 1, "rows:testapp_effect": 2}
+    assert report.boundaries == [(point, step) for step in ("first", "second")
+                                 for point in ("before_step_body", "after_checkpoint_commit")]
+    assert all(run.crashed for run in report.runs) and {run.trace.state for run in report.runs} == {"done"}
