@@ -176,3 +176,20 @@ def test_sigterm_mid_def_step_lets_it_finish_and_keeps_its_checkpoint(worker_pro
     until(lambda: state(result.id) == "done", (second,), "the run finished by the next worker")
     assert keys("") == ["first:d", "long-start:d", "long-end:d", "last:d"]  # nothing ran twice
     assert pids("long-end:d") == [worker.pid] and pids("last:d") == [second.pid]
+
+
+def test_an_operator_cancel_cancels_the_awaiting_async_body_at_once(worker_process: Start) -> None:
+    worker = worker_process("--concurrency", "1", env={"JOBS_TEST_VISIBILITY": "3s"})  # heartbeats each second
+    result = jobs.long_step.enqueue(key="c", seconds=120)
+    started("c", (worker,))
+    answer = ops.cancel_job(result.id, reason="runaway")
+    assert answer["state"] == "cancelled"
+    # The heartbeat finds the row gone from this worker, sets the token, and the body's task is
+    # cancelled at its await: its one slot is free again long before the 120 s step would end.
+    until(lambda: f"jobs.run.cancelled job_id={result.id}" in log_text(worker), (worker,), "the body stopped")
+    after = jobs.plain.enqueue(key="after-cancel")
+    until(lambda: state(after.id) == "done", (worker,), "the next job ran in the freed slot", timeout=20)
+    assert not Effect.objects.filter(key__in=("long-end:c", "last:c")).exists()
+    job = ops.get_job(result.id)
+    assert (job["state"], job["stop_reason"], job["result"]) == ("cancelled", "cancelled", None)
+    assert [s["name"] for s in job["steps"]] == ["first"]
