@@ -11,12 +11,16 @@ Usage::
 
 ``ctx`` carries ``job_id``, ``run_id``, ``name``, ``queue``, ``attempt`` (1-based),
 ``max_attempts``, ``final_attempt``, ``tenant_id``, ``enqueued_by``, ``cancelled`` (a
-``CancelToken``), ``step`` (durable steps) and ``progress(done, total=None, note=None)``.
+``CancelToken``), ``step`` (durable steps) and ``progress(done, total=None, note=None)``. In an
+``async def`` body the step calls are coroutines and ``await ctx.progress(...)`` waits for the
+write; a cancel there also cancels the body's task (``CancelToken.on_set``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -44,10 +48,14 @@ _CAUSES = {
 class CancelToken:
     """Cooperative cancellation: Python cannot kill a thread, so a body asks."""
 
-    __slots__ = ("_event", "reason", "detail", "step_deadline", "step_name")
+    __slots__ = ("_event", "_callbacks", "_lock", "reason", "detail", "step_deadline", "step_name")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        # Called once the token is set: how an ``async def`` body's task is cancelled (see
+        # ``on_set``). Most tokens never get one.
+        self._callbacks: list[Callable[[], object]] | None = None
         self.reason: str | None = None
         self.detail: str | None = None
         # While a step with a step_timeout runs: its deadline (time.monotonic()) and name, read by
@@ -59,11 +67,24 @@ class CancelToken:
         """Cancel with ``reason`` (one of ``CANCEL_REASONS``); the first reason wins. Answer if it was new."""
         if reason not in CODES:
             raise ValueError(f"unknown cancel reason {reason}")
-        if self._event.is_set():
-            return False
-        self.reason, self.detail = reason, detail
-        self._event.set()
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.reason, self.detail = reason, detail
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
+            callback()
         return True
+
+    def on_set(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` once the token is set, on the thread that sets it (at once when it
+        is set already). The worker cancels an ``async def`` body's task this way."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks = [*(self._callbacks or ()), callback]
+                return
+        callback()
 
     def is_set(self) -> bool:
         return self._event.is_set()
@@ -108,7 +129,31 @@ class JobContext:
     def final_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
 
-    def progress(self, done: int | float, total: int | float | None = None, note: str | None = None) -> None:
-        """Report progress; written at most once a second, and always once before the run settles."""
-        if self._progress is not None:
-            self._progress(done, total, note)
+    def progress(self, done: int | float, total: int | float | None = None, note: str | None = None) -> Reported:
+        """Report progress; written at most once a second, and always once before the run settles.
+
+        Answers a ``Reported``: an ``async def`` body may ``await ctx.progress(...)`` to wait until
+        the write this report started (off the event loop) has landed; a ``def`` body ignores it.
+        """
+        if self._progress is None:
+            return Reported()
+        answer: Reported = self._progress(done, total, note)
+        return answer
+
+
+class Reported:
+    """What ``ctx.progress`` answers: awaitable, for ``async def`` bodies.
+
+    Awaiting it waits for the progress write the report started, if the throttle let it start
+    one (a cancel of the awaiting body does not cancel the write). Ignoring it is fine: the
+    newest report is written before the run settles either way.
+    """
+
+    __slots__ = ("_write",)
+
+    def __init__(self, write: asyncio.Future[None] | None = None) -> None:
+        self._write = write
+
+    def __await__(self) -> Generator[Any, None, None]:
+        if self._write is not None:
+            yield from asyncio.shield(self._write).__await__()

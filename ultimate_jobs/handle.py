@@ -7,6 +7,15 @@ Usage::
     send_receipt.using(delay="10m", queue="slow").enqueue(order_id=7, shop_id="acme")
     send_receipt.parse('{"order_id": 42, "shop_id": "acme"}')       # the input as it is stored
     send_receipt.describe()                                          # the manifest row
+    await send_receipt.aenqueue(order_id=42, shop_id="acme")         # from async code: the same answers
+    await send_receipt.using(queue="slow").aenqueue_many([...])
+
+``aenqueue``, ``aenqueue_many`` and ``using(...).aenqueue`` run the sync call through asgiref's
+``sync_to_async`` (thread-sensitive, as Django's own async ORM calls do): the statement runs on
+the request's thread for sync work, never on the event loop, which keeps running other coroutines
+meanwhile. From an ``async def`` view that thread is in autocommit, so the enqueue is direct
+(``OUTBOX="required"`` refuses it, ``X_OUTBOX_NO_TX``); to stage in the outbox, call ``enqueue``
+inside the ``transaction.atomic()`` of a function you run with ``sync_to_async``.
 
 Refusals: ``X_JOB_INPUT_INVALID`` (a missing, unknown or unencodable argument),
 ``X_JOB_ENQUEUE_BATCH_TOO_LARGE``, ``X_INVARIANT`` (an empty idempotency key),
@@ -21,6 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Concatenate, Generic, NoReturn, ParamSpec, TypeAlias, TypeVar
 from uuid import UUID
+
+from asgiref.sync import sync_to_async
 
 from ultimate_jobs import jsoncodec
 from ultimate_jobs.concurrency import Concurrency
@@ -87,9 +98,6 @@ class JobHandle(Generic[P, R]):
         self.concurrency = Concurrency.coerce(concurrency)
         if not isinstance(compensates, bool) or not isinstance(sensitive, bool):
             raise JobsError(code, "compensates= and sensitive= must be True or False.")
-        if compensates and self.is_async:
-            raise JobsError(code, f"{self.name}: compensates=True needs a def body (durable steps run on the "
-                            "worker's threads; Django's ORM is synchronous).")
         self.compensates = compensates
         # The row's max_attempts: the policy's attempts, plus the unwind's margin when compensating.
         self.max_attempts = self.retry.attempts + (UNWIND_MARGIN if compensates else 0)
@@ -225,6 +233,14 @@ class JobHandle(Generic[P, R]):
         """Queue many runs in one statement per 1,000; every refusal comes before the first write."""
         return self.using().enqueue_many(inputs)
 
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+        """``enqueue`` from async code: the same answer and refusals, the statement off the event loop."""
+        return await self.using().aenqueue(*args, **kwargs)
+
+    async def aenqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+        """``enqueue_many`` from async code: the same answers and refusals, off the event loop."""
+        return await self.using().aenqueue_many(inputs)
+
     def using(self, *, delay: Duration | None = None, run_at: datetime | None = None, queue: str | None = None,
               priority: int | None = None, tenant_id: str | None = None, run_id: UUID | str | None = None,
               enqueued_by: object = None, database: str | None = None) -> BoundJob[P, R]:
@@ -295,6 +311,14 @@ class BoundJob(Generic[P, R]):
             except JobsError as err:
                 raise JobsError(err.code, f"enqueue_many input #{index}: {err.cause}", err.fix) from None
         return submit(rows, database=self.options.database) if rows else []
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueResult:
+        """``enqueue`` from async code (see the module): run on asgiref's thread-sensitive thread."""
+        return await sync_to_async(self.enqueue, thread_sensitive=True)(*args, **kwargs)
+
+    async def aenqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+        """``enqueue_many`` from async code (see the module): run on asgiref's thread-sensitive thread."""
+        return await sync_to_async(self.enqueue_many, thread_sensitive=True)(inputs)
 
     def row(self, values: Mapping[str, Any]) -> JobRow:
         """The validated row for one input under these options, not yet written."""

@@ -7,4 +7,4 @@ class TestAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import data_jobs, step_jobs  # noqa: F401  (jobs declared in every process)
+        from . import async_step_jobs, data_jobs, step_jobs  # noqa: F401  (jobs declared in every process)

@@ -20,8 +20,8 @@ def test_every_exported_name_has_a_section() -> None:
     headings = set(re.findall(r"^#{2,3} `\.?([A-Za-z_]+)`", text, flags=re.MULTILINE))
     missing = sorted(set(ultimate_jobs.__all__) - headings)
     assert not missing, f"exported but without a section in any docs/reference page: {missing}"
-    methods = {"enqueue", "enqueue_many", "using", "parse", "idempotency_key_for", "tenant_for",
-               "concurrency_key_for", "describe"}
+    methods = {"enqueue", "enqueue_many", "aenqueue", "aenqueue_many", "using", "parse", "idempotency_key_for",
+               "tenant_for", "concurrency_key_for", "describe"}
     assert all(callable(getattr(ultimate_jobs.JobHandle, m)) for m in methods)
     assert not methods - headings, f"JobHandle methods without a section: {sorted(methods - headings)}"
 

@@ -87,3 +87,38 @@ def durable(context: TaskContext, order: str) -> dict[str, Any]:
     if context.attempt == 1:
         raise ConnectionError("the shipping API timed out")
     return {"charged": charged, "attempt": ctx.attempt, "job_id": str(ctx.job_id)}
+
+
+@task(takes_context=True)
+@retry(attempts=2, backoff="fixed", delay=0, jitter=False)
+async def async_durable(context: TaskContext, order: str) -> dict[str, Any]:
+    """``durable`` as an ``async def`` task: an awaited step and a ``def`` step, progress, then a
+    failure on the first attempt; the retry replays both steps from storage."""
+    ctx = job_context(context)
+
+    async def charge() -> str:
+        STEP_CALLS.append(order)
+        await asyncio.sleep(0)
+        return f"charge-{order}"
+
+    charged = await ctx.step.run("charge", charge)
+    shipped = await ctx.step.run("ship", lambda: STEP_CALLS.append(f"ship {order}") or f"ship-{order}")
+    await ctx.progress(1, total=1, note="charged and shipped")
+    if context.attempt == 1:
+        raise ConnectionError("the shipping API timed out")
+    return {"charged": charged, "shipped": shipped, "attempt": ctx.attempt, "job_id": str(ctx.job_id)}
+
+
+@task(takes_context=True)
+async def async_napper(context: TaskContext, seconds: float) -> str:
+    """An ``async def`` task that suspends on a durable sleep and resumes in a later claim."""
+    ctx = job_context(context)
+    await ctx.step.sleep("nap", seconds)
+    return "rested"
+
+
+@task()
+async def async_long(seconds: float) -> str:
+    """An ``async def`` task that awaits for ``seconds``: a drain cancels it at its await."""
+    await asyncio.sleep(seconds)
+    return "woke"

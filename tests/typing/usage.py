@@ -43,6 +43,14 @@ reveal_type(send_receipt.using(delay="10m").enqueue(order_id=43, shop_id="acme")
 reveal_type(send_receipt.enqueue_many([{"order_id": 1, "shop_id": "acme"}]))
 # expect: Revealed type is "ultimate_jobs.handle.JobHandle[[*, a: int, b: int], int]"
 reveal_type(add)
+# expect: Revealed type is "typing.Coroutine[Any, Any, ultimate_jobs.enqueue.EnqueueResult]"
+reveal_type(send_receipt.aenqueue(order_id=42, shop_id="acme"))
+# expect: Revealed type is "typing.Coroutine[Any, Any, list[ultimate_jobs.enqueue.EnqueueResult]]"
+reveal_type(add.using(queue="math").aenqueue_many([{"a": 1, "b": 2}]))
+# expect: Unexpected keyword argument "shop" for "aenqueue"
+send_receipt.aenqueue(order_id=42, shop="acme")
+# expect: Missing named argument "b" for "aenqueue" of "BoundJob"
+add.using(delay="1s").aenqueue(a=1)
 # expect: Revealed type is "list[TypedDict(ultimate_jobs.ops.types.JobStepInfo
 reveal_type(ops.get_job("0190f0a4-7c9b-7c1e-8e6f-5a1b2c3d4e5f")["steps"])
 # expect: Unexpected keyword argument "shop" for "enqueue"

@@ -37,7 +37,8 @@ from ultimate_jobs.faults import fault
 from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.registry import get_job_handle, registered_jobs
 from ultimate_jobs.runtime import on_settled
-from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
+from ultimate_jobs.runtime.execute import prepare_connections, run_attempt
+from ultimate_jobs.runtime.execute_async import run_attempt_async
 from ultimate_jobs.runtime.holdings import Attempt, Holdings, count
 from ultimate_jobs.runtime.limits import ProcessLimits
 from ultimate_jobs.runtime.outcome import Outcome
@@ -219,7 +220,7 @@ class Claims:
         self.holdings.attempts[claimed.id] = attempt
         if handle.is_async:
             if self._loop is None:
-                self._loop = EventLoopThread()
+                self._loop = EventLoopThread(self.capacity, before=prepare_connections)
             self._loop.submit(self._execute_async(attempt))
         else:
             if self._pool is None:
@@ -261,6 +262,8 @@ class Claims:
             self.holdings.finish(attempt)
 
     async def _execute_async(self, attempt: Attempt) -> None:
+        loop = self._loop
+        assert loop is not None  # this coroutine runs on it
         if self._async_gate is None:  # created on the loop's thread, where it is used
             self._async_gate = asyncio.Semaphore(self.capacity)
         try:
@@ -274,7 +277,7 @@ class Claims:
                     return
                 try:
                     attempt.outcome = await run_attempt_async(attempt.handle, attempt.claimed, attempt.token,
-                                                              alias=self.alias)
+                                                              alias=self.alias, executor=loop.executor)
                 finally:
                     if attempt.slot is not None:
                         await asyncio.to_thread(self.slots.release, attempt)
@@ -288,5 +291,5 @@ class Claims:
             self._pool.shutdown(wait)
             self._pool = None
         if self._loop is not None:
-            self._loop.shutdown()
+            self._loop.shutdown(wait)
             self._loop = None

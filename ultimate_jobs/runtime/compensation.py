@@ -27,6 +27,9 @@ A compensator that raises sends the row back while attempts remain, then dead-le
 stops the unwind at once with ``X_JOB_COMPENSATION_FAILED``: resolve the step, then retry. When
 the unwind is done the row ends with its original error.
 
+An ``async def`` body unwinds the same way (``resume_async``, ``unwind_async``): its compensators
+may be ``def`` (run on a thread, in the run's tenant context) or ``async def`` (awaited).
+
 Logged events: ``jobs.compensation.started``, ``jobs.compensation.done`` (info),
 ``jobs.compensation.failed`` (warning).
 """
@@ -42,6 +45,7 @@ from ultimate_jobs.db.store import FENCED_OUT, Settlement
 from ultimate_jobs.errors import X_JOB_COMPENSATION_FAILED, X_LEASE_LAPSED, X_STEP_OUTCOME_UNKNOWN, JobCancelled
 from ultimate_jobs.handle import UNWIND_MARGIN, AnyJobHandle
 from ultimate_jobs.models import Job
+from ultimate_jobs.runtime.async_steps import AsyncStepAPI, engine_call, run_internal
 from ultimate_jobs.runtime.failures import format_error
 from ultimate_jobs.runtime.steps import COMPENSATE_PREFIX, UNWIND_STEP, ReplayEnd, Suspension, engine_of
 
@@ -52,7 +56,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ultimate_jobs")
 
-__all__ = ["UNWIND_MARGIN", "defer", "forward_attempts", "needs_unwind", "resume", "unwind"]
+__all__ = ["UNWIND_MARGIN", "defer", "forward_attempts", "needs_unwind", "resume", "resume_async", "unwind",
+           "unwind_async"]
 
 
 def forward_attempts(handle: AnyJobHandle, claimed: ClaimedJob) -> int:
@@ -89,6 +94,60 @@ def resume(handle: AnyJobHandle, claimed: ClaimedJob, ctx: JobContext, kwargs: d
 def unwind(handle: AnyJobHandle, claimed: ClaimedJob, steps: Steps, failure: Settlement) -> Settlement | None:
     """Undo ``steps.compensators`` in reverse and answer how the attempt settles; ``failure`` is
     the stop the forward path decided (what the row ends with once the unwind is done)."""
+    ended = _unwind_start(handle, claimed, steps, failure)
+    if ended is not None:
+        return ended
+    for name, undo, output in reversed(steps.compensators):
+        try:
+            steps.run_internal(COMPENSATE_PREFIX + name, functools.partial(undo, output))
+        except JobCancelled:
+            raise
+        except Exception as exc:  # a compensator failed: back to the queue while attempts remain
+            return _compensator_failed(handle, claimed, name, exc, failure)
+    log.info("jobs.compensation.done job_id=%s name=%s", claimed.id, claimed.name)
+    return failure
+
+
+async def resume_async(handle: AnyJobHandle, claimed: ClaimedJob, ctx: JobContext,
+                       kwargs: dict[str, Any]) -> Settlement | None:
+    """``resume`` for an ``async def`` body: its statements off the loop, its compensators awaited."""
+    api: AsyncStepAPI = ctx.step
+    steps = engine_of(api)
+    failure = await engine_call(api, _original_failure, handle, claimed, steps)
+    steps.replay_only = True
+    try:
+        await handle.fn(ctx, **kwargs)
+    except (ReplayEnd, Suspension):
+        pass  # the replay reached what never ran: every compensator that applies is registered
+    except Exception:  # the body failed where it failed before: what it registered is what ran
+        pass
+    finally:
+        steps.replay_only = False
+    return await unwind_async(handle, claimed, api, failure)
+
+
+async def unwind_async(handle: AnyJobHandle, claimed: ClaimedJob, api: AsyncStepAPI,
+                       failure: Settlement) -> Settlement | None:
+    """``unwind`` for an ``async def`` body: the same order and marks; a compensator may be a
+    ``def`` (run on a thread) or an ``async def`` (awaited)."""
+    steps = engine_of(api)
+    ended = await engine_call(api, _unwind_start, handle, claimed, steps, failure)
+    if ended is not None:
+        return ended
+    for name, undo, output in reversed(steps.compensators):
+        try:
+            await run_internal(api, COMPENSATE_PREFIX + name, functools.partial(undo, output))
+        except JobCancelled:
+            raise
+        except Exception as exc:  # a compensator failed: back to the queue while attempts remain
+            return _compensator_failed(handle, claimed, name, exc, failure)
+    log.info("jobs.compensation.done job_id=%s name=%s", claimed.id, claimed.name)
+    return failure
+
+
+def _unwind_start(handle: AnyJobHandle, claimed: ClaimedJob, steps: Steps, failure: Settlement) -> Settlement | None:
+    """Before the first compensator: the settlement to end with at once (an unknown step outcome,
+    nothing to undo), else None once ``unwinding`` is stored."""
     latched = steps.latched
     steps.latched = None
     if getattr(latched, "code", None) == X_STEP_OUTCOME_UNKNOWN:
@@ -101,24 +160,21 @@ def unwind(handle: AnyJobHandle, claimed: ClaimedJob, steps: Steps, failure: Set
                  ",".join(name for name, _, _ in steps.compensators))
         steps.mark(UNWIND_STEP, {"error": failure.last_error, "code": failure.error_code,
                                  "stop_reason": failure.stop_reason})
-    for name, undo, output in reversed(steps.compensators):
-        try:
-            steps.run_internal(COMPENSATE_PREFIX + name, functools.partial(undo, output))
-        except JobCancelled:
-            raise
-        except Exception as exc:  # a compensator failed: back to the queue while attempts remain
-            log.warning("jobs.compensation.failed job_id=%s name=%s step=%s attempt=%s/%s error=%r", claimed.id,
-                        claimed.name, name, claimed.attempt, claimed.max_attempts,
-                        type(exc).__name__ if handle.sensitive else exc)
-            if claimed.attempt < claimed.max_attempts:
-                return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error,
-                                  error_code=failure.error_code, delay=handle.retry.delay_after(claimed.attempt))
-            failed = format_error(exc, sensitive=handle.sensitive)
-            return stop(handle, claimed, f"the compensator of step {name!r} failed: {failed}\n\n"
-                        f"original failure:\n{failure.last_error}", X_JOB_COMPENSATION_FAILED,
-                        failure.stop_reason or "attempts-exhausted")
-    log.info("jobs.compensation.done job_id=%s name=%s", claimed.id, claimed.name)
-    return failure
+    return None
+
+
+def _compensator_failed(handle: AnyJobHandle, claimed: ClaimedJob, name: str, exc: Exception,
+                        failure: Settlement) -> Settlement:
+    log.warning("jobs.compensation.failed job_id=%s name=%s step=%s attempt=%s/%s error=%r", claimed.id,
+                claimed.name, name, claimed.attempt, claimed.max_attempts,
+                type(exc).__name__ if handle.sensitive else exc)
+    if claimed.attempt < claimed.max_attempts:
+        return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error,
+                          error_code=failure.error_code, delay=handle.retry.delay_after(claimed.attempt))
+    failed = format_error(exc, sensitive=handle.sensitive)
+    return stop(handle, claimed, f"the compensator of step {name!r} failed: {failed}\n\n"
+                f"original failure:\n{failure.last_error}", X_JOB_COMPENSATION_FAILED,
+                failure.stop_reason or "attempts-exhausted")
 
 
 def defer(handle: AnyJobHandle, claimed: ClaimedJob, store: Store, failure: Settlement) -> Settlement:

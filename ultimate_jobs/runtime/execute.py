@@ -1,25 +1,25 @@
 """Internal: the one execution path: run one claimed attempt and decide how it settles.
 
-``run_attempt`` (sync bodies, on a pool thread) and ``run_attempt_async`` (``async def`` bodies,
-on the worker's event-loop thread) build the context (``ctx.step``, ``ctx.progress``), install
-the tenant context, call the body and hand the outcome to ``verdict``: a suspension latched by the
-step runner settles ``suspended`` uncounted; otherwise ``decide`` reads the error
-(``retry.classify``) and the policy, and a stop on a ``compensates=True`` job unwinds
-(``ultimate_jobs.runtime.compensation``) before it settles. The last progress report is written, and
-the answer is an ``Outcome``: the settlement paired with what runs once it landed (the ``on_settled``
-delivery, or an event wait's re-check). Settlement itself is the settler's, after this returns
-(the worker's, or the test runner's): it is never part of the retry decision. The testing helpers
-call these same functions.
+``run_attempt`` (sync bodies, on a pool thread) and ``execute_async.run_attempt_async`` (``async
+def`` bodies, on the worker's event-loop thread, their statements off the loop) build the context
+(``ctx.step``, ``ctx.progress``), install the tenant context, call the body and hand the outcome
+to ``verdict``: a suspension latched by the step runner settles ``suspended`` uncounted;
+otherwise ``decide`` reads the error (``retry.classify``) and the policy, and a stop on a
+``compensates=True`` job unwinds (``ultimate_jobs.runtime.compensation``) before it settles. The
+last progress report is written, and the answer is an ``Outcome``: the settlement paired with
+what runs once it landed (the ``on_settled`` delivery, or an event wait's re-check). Settlement
+itself is the settler's, after this returns (the worker's, or the test runner's): it is never
+part of the retry decision. The testing helpers call these same functions.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
@@ -32,7 +32,6 @@ from ultimate_jobs.db.store import ClaimedJob, Settlement, Store
 from ultimate_jobs.errors import (
     X_DRAINING,
     X_JOB_COMPENSATION_FAILED,
-    X_JOB_DECLARATION_INVALID,
     X_JOB_FAILED,
     X_JOB_RESULT_TOO_LARGE,
     X_JOB_RESULT_UNSERIALIZABLE,
@@ -40,10 +39,10 @@ from ultimate_jobs.errors import (
     X_JOB_TIMEOUT,
     X_STEP_OUTCOME_UNKNOWN,
     JobCancelled,
-    Terminal,
 )
 from ultimate_jobs.retry import classify
 from ultimate_jobs.runtime import on_settled
+from ultimate_jobs.runtime.async_steps import AsyncStepAPI
 from ultimate_jobs.runtime.compensation import forward_attempts, needs_unwind, unwind
 from ultimate_jobs.runtime.compensation import resume as resume_unwind
 from ultimate_jobs.runtime.failures import format_error
@@ -61,20 +60,21 @@ log = logging.getLogger("ultimate_jobs")
 TERMINAL_NOTE = "not retried: this code is classified terminal"
 
 
-def build_context(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken,
-                  store: Store | None = None) -> tuple[JobContext, dict[str, Any]]:
-    """The body's ``ctx`` (with ``ctx.step`` and ``ctx.progress`` wired to ``store``) and its input."""
+def build_context(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, store: Store | None = None,
+                  executor: Executor | None = None) -> tuple[JobContext, dict[str, Any]]:
+    """The body's ``ctx`` (with ``ctx.step`` and ``ctx.progress`` wired to ``store``) and its input;
+    an ``async def`` body's step and progress calls run their statements on ``executor``."""
     store = store if store is not None else store_for(None)
     ctx = JobContext(job_id=claimed.id, run_id=claimed.run_id, name=claimed.name, queue=claimed.queue,
                      attempt=claimed.attempt, max_attempts=forward_attempts(handle, claimed),
                      tenant_id=claimed.tenant_id, enqueued_by=claimed.enqueued_by, cancelled=token)
-    ctx.step = _AsyncBodySteps(handle.name) if handle.is_async else StepAPI(Steps(handle=handle, claimed=claimed,
-                                                                                  token=token, store=store))
-    ctx._progress = Progress(store=store, claimed=claimed, token=token, offload=handle.is_async)
+    engine = Steps(handle=handle, claimed=claimed, token=token, store=store)
+    ctx.step = AsyncStepAPI(engine, executor=executor) if handle.is_async else StepAPI(engine)
+    ctx._progress = Progress(store=store, claimed=claimed, token=token, executor=executor)
     return ctx, jsoncodec.loads(claimed.payload)
 
 
-def _span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
+def attempt_span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
     """The attempt's OpenTelemetry span, a child of the enqueuer's (a no-op without opentelemetry)."""
     return job_span(name=claimed.name, job_id=claimed.id, queue=claimed.queue, attempt=claimed.attempt,
                     traceparent=claimed.traceparent)
@@ -90,7 +90,7 @@ def run_attempt(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *
     except Exception as error:  # an undecodable payload is the attempt's failure
         return plain(decide(handle, claimed, token, error=error))
     steps = engine_of(ctx.step)
-    with _span(claimed) as span:
+    with attempt_span(claimed) as span:
         try:
             with tenant_context(claimed.tenant_id):
                 outcome = _run_body(handle, claimed, token, ctx, kwargs, steps, span)
@@ -118,69 +118,60 @@ def _run_body(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, ctx
     return verdict(handle, claimed, token, steps, result=result)
 
 
-async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *,
-                            alias: str | None = None) -> Outcome | None:
-    """Run one attempt of an ``async def`` body on the worker's event loop."""
-    ctx: JobContext | None = None
-    try:
-        ctx, kwargs = build_context(handle, claimed, token, store_for(alias))
-    except Exception as error:  # an undecodable payload is the attempt's failure
-        outcome = decide(handle, claimed, token, error=error)
-    else:
-        with _span(claimed) as span:
-            try:
-                with tenant_context(claimed.tenant_id):
-                    result = await handle.fn(ctx, **kwargs)
-            except Exception as error:  # the body's (or TENANT_CONTEXT's) failure
-                record_error(span, error, sensitive=handle.sensitive)
-                outcome = decide(handle, claimed, token, error=error)
-            else:
-                outcome = decide(handle, claimed, token, result=result)
-    if outcome is None:
-        return None
-    if ctx is not None:  # the last progress report, written off the event loop (the ORM is sync)
-        await asyncio.get_running_loop().run_in_executor(None, ctx._progress.flush)
-    return on_settled.attach(handle, claimed, outcome)
-
-
 def verdict(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, steps: Steps, *, result: Any = None,
             error: Exception | None = None) -> Outcome | None:
     """The outcome of a body that ran: a suspension, the retry decision, then the unwind."""
+    outcome, failure = forward_verdict(handle, claimed, token, steps, result=result, error=error)
+    if failure is not None:
+        outcome = plain(_guarded_unwind(handle, claimed, token, lambda: unwind(handle, claimed, steps, failure),
+                                        failure))
+    return outcome
+
+
+def forward_verdict(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, steps: Steps, *,
+                    result: Any = None, error: Exception | None = None) -> tuple[Outcome | None, Settlement | None]:
+    """``verdict`` short of the unwind: ``(outcome, None)``, or ``(None, failure)`` for a
+    ``compensates=True`` run that failed for good and unwinds first (``execute_async`` too)."""
     latched = steps.latched
     if isinstance(latched, Suspension):
         # The body suspended (even if it swallowed the suspension): hand the attempt back; an event
         # wait is checked again once that landed (a publish cannot wake a row still running).
         return Outcome(Settlement(claimed.id, claimed.claim, "suspended", delay=latched.delay, uncount=True),
-                       after=_wake_check(steps, claimed) if latched.waiting else None)
+                       after=_wake_check(steps, claimed) if latched.waiting else None), None
     if latched is not None and error is not latched:
         error = latched  # type: ignore[assignment]  # a swallowed terminal step error still ends the run
     outcome = decide(handle, claimed, token, result=result, error=error)
     if (outcome is not None and outcome.state in ("dead", "failed") and handle.compensates
             and outcome.error_code != X_STEP_OUTCOME_UNKNOWN):
-        failure = outcome
-        outcome = _guarded_unwind(handle, claimed, token, lambda: unwind(handle, claimed, steps, failure), failure)
-    return plain(outcome)
+        return None, outcome
+    return plain(outcome), None
 
 
 def _guarded_unwind(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken,
                     run: Callable[[], Settlement | None], failure: Settlement | None = None) -> Settlement | None:
-    """Run an unwind; one that is cancelled settles as a cancel (or a drain), and one that breaks
-    (a database error) goes back to the queue while the row has attempts: the next claim unwinds."""
+    """Run an unwind; one that raises settles as ``unwind_interrupted`` says."""
     try:
         return run()
-    except JobCancelled as error:
+    except Exception as error:
+        return unwind_interrupted(handle, claimed, token, error, failure)
+
+
+def unwind_interrupted(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, error: Exception,
+                       failure: Settlement | None = None) -> Settlement | None:
+    """How an unwind that raised settles: one that is cancelled as a cancel (or a drain), and one
+    that broke (a database error) back to the queue while the row has attempts: the next claim unwinds."""
+    if isinstance(error, JobCancelled):
         return decide(handle, claimed, token, error=error)
-    except Exception as error:  # an unwind that broke is retried, never silently dropped
-        _release_broken_connections()
-        log.warning("jobs.compensation.interrupted job_id=%s name=%s error=%r", claimed.id, claimed.name, error)
-        if claimed.attempt >= claimed.max_attempts:
-            return failure or _stop(handle, claimed, format_error(error, sensitive=handle.sensitive),
-                                    X_JOB_COMPENSATION_FAILED,
-                                    "attempts-exhausted")
-        return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error if failure else
-                          format_error(error, sensitive=handle.sensitive),
-                          error_code=failure.error_code if failure else X_JOB_FAILED,
-                          delay=handle.retry.delay_after(claimed.attempt))
+    _release_broken_connections()
+    log.warning("jobs.compensation.interrupted job_id=%s name=%s error=%r", claimed.id, claimed.name, error)
+    if claimed.attempt >= claimed.max_attempts:
+        return failure or _stop(handle, claimed, format_error(error, sensitive=handle.sensitive),
+                                X_JOB_COMPENSATION_FAILED,
+                                "attempts-exhausted")
+    return Settlement(claimed.id, claimed.claim, "retry", last_error=failure.last_error if failure else
+                      format_error(error, sensitive=handle.sensitive),
+                      error_code=failure.error_code if failure else X_JOB_FAILED,
+                      delay=handle.retry.delay_after(claimed.attempt))
 
 
 def _finish(handle: AnyJobHandle, claimed: ClaimedJob, ctx: JobContext,
@@ -199,17 +190,6 @@ def _wake_check(steps: Steps, claimed: ClaimedJob) -> Callable[[], None]:
         store.job_wake_waiter(job_id=claimed.id, now=clock.sql_now())
 
     return check
-
-
-class _AsyncBodySteps:
-    """``ctx.step`` of an ``async def`` body: durable steps need a ``def`` body (the ORM is sync)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attribute: str) -> Any:
-        raise Terminal(f"{self._name}: ctx.step.{attribute} is not available in an async def body.",
-                       code=X_JOB_DECLARATION_INVALID, fix="Declare the job with def to use durable steps.")
 
 
 def decide(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *, result: Any = None,

@@ -1,25 +1,29 @@
 """Internal: ``ctx.progress(done, total=None, note=None)``, throttled to one write a second.
 
-The newest report is always written before the run settles (``flush``), so the row ends with the
-last progress the body gave. Writes are fenced on the claim like every worker write; a cancelled
-run writes nothing; a write that finds the run taken sets ``ctx.cancelled`` (``X_JOB_LEASE_LOST``).
-A database error on a progress write is logged (``jobs.progress.failed``) and never fails the run.
-``async def`` bodies hand their writes to one background thread (Django's ORM is sync-only).
+The newest report is always written before the run settles (``flush``, or ``aflush`` for an
+``async def`` body), so the row ends with the last progress the body gave. Writes are fenced on
+the claim like every worker write; a cancelled run writes nothing; a write that finds the run
+taken sets ``ctx.cancelled`` (``X_JOB_LEASE_LOST``). A database error on a progress write is
+logged (``jobs.progress.failed``) and never fails the run. A report made on an event loop (an
+``async def`` body) is written off the loop (``runtime.aio.off_loop``) and answers a ``Reported``
+the body may await; anywhere else the write is made on the calling thread.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
 import logging
 import math
-import threading
 import time
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
 from ultimate_jobs import clock, jsoncodec
+from ultimate_jobs.context import Reported
 from ultimate_jobs.errors import X_JOB_LEASE_LOST, X_PROGRESS_INVALID, JobsError
+from ultimate_jobs.runtime.aio import finished, off_loop
 
 if TYPE_CHECKING:
     from ultimate_jobs.context import CancelToken
@@ -29,16 +33,6 @@ log = logging.getLogger("ultimate_jobs")
 
 INTERVAL = 1.0  # seconds between two progress writes of one run
 MAX_NOTE_CHARS = 500
-_async_writer: concurrent.futures.ThreadPoolExecutor | None = None
-_writer_lock = threading.Lock()
-
-
-def _writer() -> concurrent.futures.ThreadPoolExecutor:
-    global _async_writer
-    with _writer_lock:
-        if _async_writer is None:
-            _async_writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ultimate-jobs-progress")
-        return _async_writer
 
 
 def _number(value: object, what: str) -> float | int:
@@ -47,19 +41,28 @@ def _number(value: object, what: str) -> float | int:
     return value
 
 
-class Progress:
-    """One attempt's progress reporter (``ctx.progress``)."""
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
-    def __init__(self, *, store: Store, claimed: ClaimedJob, token: CancelToken, offload: bool = False) -> None:
+
+class Progress:
+    """One attempt's progress reporter (``ctx.progress``); ``executor`` is where an ``async def``
+    body's writes run (None: asgiref's thread-sensitive thread)."""
+
+    def __init__(self, *, store: Store, claimed: ClaimedJob, token: CancelToken,
+                 executor: Executor | None = None) -> None:
         self.store = store
         self.claimed = claimed
         self.token = token
-        self.offload = offload
+        self.executor = executor
         self._last = -math.inf
         self._pending: dict[str, Any] | None = None
-        self._futures: list[concurrent.futures.Future[None]] = []
+        self._writes: list[asyncio.Future[None]] = []
 
-    def report(self, done: Any, total: Any = None, note: Any = None) -> None:
+    def report(self, done: Any, total: Any = None, note: Any = None) -> Reported:
         value: dict[str, Any] = {"done": _number(done, "done"),
                                  "total": None if total is None else _number(total, "total"), "note": None}
         if note is not None:
@@ -68,39 +71,52 @@ class Progress:
             value["note"] = note[:MAX_NOTE_CHARS].replace("\x00", "")
         self._pending = value
         if time.monotonic() - self._last >= INTERVAL:
-            self._send()
+            return self._send()
+        return Reported()
 
     __call__ = report  # JobContext.progress calls its hook directly
 
     def flush(self) -> None:
-        """Write the newest unwritten report (before the run settles)."""
+        """Write the newest unwritten report on this thread (before a ``def`` body's run settles)."""
         if self._pending is not None:
             self._send()
-        for future in self._futures:
-            future.result()
-        self._futures.clear()
 
-    def _send(self) -> None:
+    async def aflush(self) -> None:
+        """Write the newest unwritten report off the loop and wait for every write this attempt
+        started (before an ``async def`` body's run settles)."""
+        if self._pending is not None:
+            self._send()
+        await self.landed()
+
+    async def landed(self) -> None:
+        """Wait for the writes already started off the loop."""
+        while self._writes:
+            await finished(self._writes.pop())
+
+    def _send(self) -> Reported:
         value, self._pending = self._pending, None
         self._last = time.monotonic()
         if value is None or self.token.is_set():
-            return  # a cancelled run writes nothing
-        if self.offload:
-            self._futures = [f for f in self._futures if not f.done()]
-            self._futures.append(_writer().submit(self._write, value, close=True))
-        else:
+            return Reported()  # a cancelled run writes nothing
+        loop = _running_loop()
+        if loop is None:
             self._write(value)
+            return Reported()
+        for done in [w for w in self._writes if w.done()]:
+            self._writes.remove(done)
+            if not done.cancelled():
+                done.exception()  # retrieved: _write logs its own failures
+        write = loop.create_task(off_loop(self.executor, self._write, value))
+        self._writes.append(write)
+        return Reported(write)
 
-    def _write(self, value: dict[str, Any], *, close: bool = False) -> None:
+    def _write(self, value: dict[str, Any]) -> None:
         try:
             landed = self.store.job_progress(job_id=self.claimed.id, claim=self.claimed.claim,
                                              progress=jsoncodec.dumps(value, what="progress"), now=clock.sql_now())
         except DatabaseError as exc:  # progress is a report, never a reason to fail the run
             log.warning("jobs.progress.failed job_id=%s error=%r", self.claimed.id, exc)
             return
-        finally:
-            if close:  # the writer thread's connection is not held between runs
-                connections[self.store.alias].close()
         if not landed and self.token.set(X_JOB_LEASE_LOST, "A progress write found the job no longer running "
                                                            "under this attempt's claim."):
             log.warning("jobs.lease.lost job_id=%s name=%s: fenced out of a progress write", self.claimed.id,

@@ -16,7 +16,8 @@ returning; it returns the *stored JSON form*, on the first run too (a ``datetime
 string, a tuple a list). A later attempt of the same run replays completed steps from storage
 without calling ``fn``: every step of the run is read once, at the first step call (never one
 query per step). A failed ``fn`` is recorded (status ``failed``, one more execution) and its
-exception propagates to the body.
+exception propagates to the body. In an ``async def`` body the same calls are coroutines over
+this engine, its statements sent off the event loop (``ultimate_jobs.runtime.async_steps``).
 
 Options (default): ``run(name, fn, *, once=False, atomic=False, compensate=None)``;
 ``sleep(duration)`` or ``sleep(name, duration)`` (unnamed sleeps are ``sleep:1``, ``sleep:2``...
@@ -126,14 +127,23 @@ class ReplayEnd(BaseException):
     """Internal: an unwind's replay reached a step that never completed; the body stops there."""
 
 
-class StepAPI:
-    """``ctx.step``: the documented step calls — ``run``, ``sleep``, ``wait_for_event`` — over the
-    attempt's engine (``Steps``), which stays the runtime's own."""
+class StepFront:
+    """A ``ctx.step``: the documented calls over the attempt's engine (``Steps``), which stays the
+    runtime's own — ``StepAPI`` in a ``def`` body, ``async_steps.AsyncStepAPI`` in an ``async def``."""
 
     __slots__ = ("_engine",)
 
     def __init__(self, engine: Steps) -> None:
         self._engine = engine
+
+    def __repr__(self) -> str:
+        return repr(self._engine)
+
+
+class StepAPI(StepFront):
+    """``ctx.step`` of a ``def`` body: ``run``, ``sleep``, ``wait_for_event``."""
+
+    __slots__ = ()
 
     def run(self, name: str, fn: Callable[[], Any], *, once: bool = False, atomic: bool = False,
             compensate: Callable[[Any], Any] | None = None) -> Any:
@@ -150,11 +160,8 @@ class StepAPI:
         published after the wait began; answer the payload, or ``None`` once ``timeout`` passed."""
         return self._engine.wait_for_event(name, event, match, timeout)
 
-    def __repr__(self) -> str:
-        return repr(self._engine)
 
-
-def engine_of(step: StepAPI) -> Steps:
+def engine_of(step: StepFront) -> Steps:
     """Internal: the engine behind a ``ctx.step``, for the runtime and the factories' framework steps."""
     return step._engine
 
@@ -188,27 +195,8 @@ class Steps:
     def run(self, name: str, fn: Callable[[], Any], *, once: bool = False, atomic: bool = False,
             compensate: Callable[[Any], Any] | None = None) -> Any:
         """Run ``fn()`` once ever for this run and answer its stored JSON form (see the module)."""
-        self._enter(name)
-        if not callable(fn):
-            raise self._latch(Terminal(f"step {name!r}: fn={fn!r} is not callable.", code=X_JOB_DECLARATION_INVALID))
-        if compensate is not None and not (self.handle.compensates and callable(compensate)):
-            raise self._latch(Terminal(
-                f"step {name!r} passes compensate= but {self.handle.name} is not declared @job(compensates=True)"
-                if not self.handle.compensates else f"step {name!r}: compensate={compensate!r} is not callable.",
-                code=X_JOB_DECLARATION_INVALID, fix="Declare @job(compensates=True) and pass a callable(output)."))
-        row = self.load().get(name)
-        if row is not None and row.status == "completed":
-            output = jsoncodec.loads(row.output)
-        else:
-            if once and row is not None:
-                raise self._latch(Terminal(
-                    f"step {name!r} (once=True) was {row.status} without completing: its effect may or may not "
-                    "have happened, so it is not run again.", code=X_STEP_OUTCOME_UNKNOWN))
-            if self.replay_only:
-                raise self._latch(ReplayEnd(name))
-            seq = row.seq if row is not None else self._take_seq()
-            if once:
-                self._begin(name, seq)
+        seq, output = open_run(self, name, fn, once=once, compensate=compensate)
+        if seq is not None:
             output = jsoncodec.loads(self._execute(name, seq, fn, once=once, atomic=atomic))
         if compensate is not None:
             self.compensators.append((name, compensate, output))
@@ -292,11 +280,9 @@ class Steps:
 
     def run_internal(self, name: str, fn: Callable[[], Any]) -> None:
         """Run a framework step (``compensate:<name>``) through the same checkpoint path."""
-        self._enter(name, internal=True)
-        row = self.load().get(name)
-        if row is not None and row.status == "completed":
-            return
-        self._execute(name, row.seq if row is not None else self._take_seq(), fn, once=False, atomic=False)
+        seq = open_internal(self, name)
+        if seq is not None:
+            self._execute(name, seq, fn, once=False, atomic=False)
 
     def mark(self, name: str, output: Any) -> None:
         """Record a framework marker step (``unwinding``) as completed with ``output``."""
@@ -430,11 +416,7 @@ class Steps:
         except Exception as error:  # the step failed: recorded by _execute, then the body decides
             failure.append(error)
             raise
-        try:
-            return jsoncodec.dumps(value, max_bytes=get_settings().MAX_STEP_OUTPUT_BYTES,
-                                   what=f"step {name!r} output")
-        except jsoncodec.NotJSON as exc:
-            raise self._latch(Terminal(f"{exc}; nothing was stored.", code=X_STEP_OUTPUT_UNSERIALIZABLE)) from None
+        return encode_output(self, name, value)
 
     def _record_failure(self, name: str, seq: int, error: Exception, *, count: bool) -> None:
         log.info("jobs.step.failed job_id=%s name=%s step=%s error=%r", self.claimed.id, self.claimed.name, name,
@@ -456,3 +438,46 @@ class Steps:
         executions = (row.executions if row is not None else 0) + (1 if count else 0)
         self._remember(StepRow(name, "failed", None, executions, seq, row.started_at if row else None, None, None,
                                None, None))
+
+
+def open_run(steps: Steps, name: str, fn: object, *, once: bool,
+             compensate: Callable[[Any], Any] | None) -> tuple[int | None, Any]:
+    """``run`` up to ``fn`` (for ``async_steps`` too): ``(None, output)`` replays, ``(seq, None)`` runs ``fn``."""
+    steps._enter(name)
+    if not callable(fn):
+        raise steps._latch(Terminal(f"step {name!r}: fn={fn!r} is not callable.", code=X_JOB_DECLARATION_INVALID))
+    if compensate is not None and not (steps.handle.compensates and callable(compensate)):
+        raise steps._latch(Terminal(
+            f"step {name!r} passes compensate= but {steps.handle.name} is not declared @job(compensates=True)"
+            if not steps.handle.compensates else f"step {name!r}: compensate={compensate!r} is not callable.",
+            code=X_JOB_DECLARATION_INVALID, fix="Declare @job(compensates=True) and pass a callable(output)."))
+    row = steps.load().get(name)
+    if row is not None and row.status == "completed":
+        return None, jsoncodec.loads(row.output)
+    if once and row is not None:
+        raise steps._latch(Terminal(
+            f"step {name!r} (once=True) was {row.status} without completing: its effect may or may not "
+            "have happened, so it is not run again.", code=X_STEP_OUTCOME_UNKNOWN))
+    if steps.replay_only:
+        raise steps._latch(ReplayEnd(name))
+    seq = row.seq if row is not None else steps._take_seq()
+    if once:
+        steps._begin(name, seq)
+    return seq, None
+
+
+def open_internal(steps: Steps, name: str) -> int | None:
+    """``Steps.run_internal`` up to calling its ``fn``: the seq it runs as, or None when completed."""
+    steps._enter(name, internal=True)
+    row = steps.load().get(name)
+    if row is not None and row.status == "completed":
+        return None
+    return row.seq if row is not None else steps._take_seq()
+
+
+def encode_output(steps: Steps, name: str, value: Any) -> str:
+    """A step's output as stored; latch terminal ``X_STEP_OUTPUT_UNSERIALIZABLE`` when it is not."""
+    try:
+        return jsoncodec.dumps(value, max_bytes=get_settings().MAX_STEP_OUTPUT_BYTES, what=f"step {name!r} output")
+    except jsoncodec.NotJSON as exc:
+        raise steps._latch(Terminal(f"{exc}; nothing was stored.", code=X_STEP_OUTPUT_UNSERIALIZABLE)) from None

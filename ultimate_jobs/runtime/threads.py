@@ -1,5 +1,7 @@
 """Internal: the threads a worker runs bodies and hooks on — a pool of daemon threads for sync
-bodies (and the hooks run once a settle landed), one event-loop thread for ``async def`` bodies.
+bodies (and the hooks run once a settle landed), one event-loop thread for ``async def`` bodies,
+and beside that loop a pool for what those bodies run off the loop (their step statements, their
+``def`` steps, their progress writes: ``runtime.aio.off_loop``).
 
 Logged events: ``jobs.worker.task-failed``.
 """
@@ -7,16 +9,20 @@ Logged events: ``jobs.worker.task-failed``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import queue as queue_module
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from django.db import connections
 
 log = logging.getLogger("ultimate_jobs")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def run_and_close(task: Callable[[], object]) -> None:
@@ -61,16 +67,51 @@ class Pool:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-class EventLoopThread:
-    """One event-loop thread for ``async def`` bodies, started on first use."""
+class PoolExecutor(concurrent.futures.Executor):
+    """A ``concurrent.futures.Executor`` over a ``Pool``: daemon threads whose Django connections are
+    closed when the pool shuts down (a ``ThreadPoolExecutor``'s threads would leave them to the
+    garbage collector). ``before`` runs ahead of each call on its thread (the worker's check of
+    connections that went bad while the thread idled)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int, prefix: str, before: Callable[[], None] | None = None) -> None:
+        self._pool = Pool(size, prefix)
+        self._before = before
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                if self._before is not None:
+                    self._before()
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # a Suspension or a crash is the caller's to see, not the pool's
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        self._pool.submit(run)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(1.0 if wait else 0.0)
+
+
+class EventLoopThread:
+    """One event-loop thread for ``async def`` bodies, started on first use, and the pool of
+    ``size`` threads their off-loop calls run on (``executor``)."""
+
+    def __init__(self, size: int = 1, before: Callable[[], None] | None = None) -> None:
         self.loop = asyncio.new_event_loop()
+        self.executor = PoolExecutor(size, "ultimate-jobs-async-sync", before)
         self._thread = threading.Thread(target=self.loop.run_forever, name="ultimate-jobs-async", daemon=True)
         self._thread.start()
 
     def submit(self, coro: Coroutine[Any, Any, None]) -> None:
         asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: float = 0.0) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.executor._pool.shutdown(wait)

@@ -1,7 +1,8 @@
 """Internal: the in-process runner behind ``run_job``, ``drain`` and ``crash_proof``.
 
 It claims one known row at a time, runs the attempt on the *calling* thread through the real
-execution path (``execute.run_attempt``: steps, suspension, the unwind, progress, ``on_settled``),
+execution path (``execute.run_attempt``: steps, suspension, the unwind, progress, ``on_settled``;
+an ``async def`` body's loop runs beside it under ``async_to_sync``, its statements on this thread),
 enforces ``timeout``/``step_timeout`` the way the worker does (a watchdog sets the cancel token,
 then the attempt is failed with the worker's own verdict), and settles through the worker's own
 settler (``Settler.alone``: the store's fenced settle, what waits for it run once it landed, a
@@ -15,7 +16,6 @@ visibility timeout and the rescue hands the row back, the attempt counted).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from asgiref.sync import async_to_sync
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 
@@ -38,7 +39,8 @@ from ultimate_jobs.models.jobs import RUNNABLE_STATES
 from ultimate_jobs.outbox import Relay
 from ultimate_jobs.registry import get_job_handle, registered_jobs
 from ultimate_jobs.runtime import deadlines
-from ultimate_jobs.runtime.execute import run_attempt, run_attempt_async
+from ultimate_jobs.runtime.execute import run_attempt
+from ultimate_jobs.runtime.execute_async import run_attempt_async
 from ultimate_jobs.runtime.settling import Settler
 
 _CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
@@ -111,7 +113,9 @@ class Runner:
             watcher.start()
         try:
             if handle.is_async:
-                outcome = asyncio.run(run_attempt_async(handle, claimed, token, alias=self.alias))
+                # async_to_sync, not asyncio.run: the body's statements (its steps, its own ORM
+                # calls through sync_to_async) run on this thread, in the test's transaction.
+                outcome = async_to_sync(run_attempt_async)(handle, claimed, token, alias=self.alias)
             else:
                 outcome = run_attempt(handle, claimed, token, alias=self.alias)
         finally:

@@ -1,9 +1,11 @@
 """What UltimateJobsBackend does that django-tasks-db's DatabaseBackend does not: the outbox,
-retries with backoff, durable steps through job_context, idempotency keys, redacted operator views."""
+retries with backoff, durable steps through job_context (awaited in an ``async def`` task),
+idempotency keys, redacted operator views."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
 
@@ -13,11 +15,12 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from tests.conftest import wait_for
 from tests.integration.contrib_tasks.conftest import drain
 from tests.support import django_tasks as tasks
 from ultimate_jobs import Retry, ops
 from ultimate_jobs.contrib.tasks import UltimateJobsBackend, job_context
-from ultimate_jobs.contrib.tasks.framework import TaskResultStatus, task_backends
+from ultimate_jobs.contrib.tasks.framework import TaskResultDoesNotExist, TaskResultStatus, task_backends
 from ultimate_jobs.db import store_for
 from ultimate_jobs.errors import X_TASK_CONTEXT_INVALID, X_TASK_RETRY, X_TASKS_UNAVAILABLE, JobsError
 from ultimate_jobs.models import Job, OutboxEntry
@@ -85,6 +88,46 @@ def test_job_context_gives_durable_steps_a_retry_replays_instead_of_running_agai
     assert result.return_value == {"charged": "charge-order-7", "attempt": 2, "job_id": result.id}
     assert tasks.STEP_CALLS == ["order-7"]  # the charge ran once across both attempts
     assert [s["name"] for s in ops.get_job(result.id)["steps"]] == ["charge"]
+
+
+def test_an_async_tasks_job_context_awaits_the_same_durable_steps() -> None:
+    result = tasks.async_durable.enqueue("order-8")
+    drain()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == {"charged": "charge-order-8", "shipped": "ship-order-8", "attempt": 2,
+                                   "job_id": result.id}
+    assert tasks.STEP_CALLS == ["order-8", "ship order-8"]  # each step ran once across both attempts
+    job = ops.get_job(result.id)
+    assert [(s["name"], s["executions"]) for s in job["steps"]] == [("charge", 1), ("ship", 1)]
+    assert job["progress"] == {"done": 1, "total": 1, "note": "charged and shipped"}
+
+
+def test_an_async_task_suspends_on_a_durable_sleep_and_resumes() -> None:
+    result = tasks.async_napper.enqueue(0.2)
+    drain()
+    row = Job.objects.get(id=result.id)
+    assert (row.state, row.attempt) == ("suspended", 0)
+    assert tasks.async_napper.get_result(result.id).status == TaskResultStatus.READY  # waiting to run
+    wait_for(lambda: Job.objects.get(id=result.id).run_at <= timezone.now(), timeout=10)
+    drain()
+    result.refresh()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, "rested")
+
+
+def test_aenqueue_and_aget_result_answer_as_the_sync_calls_do() -> None:
+    async def main() -> tuple[Any, Any]:
+        return await tasks.record.aenqueue("a"), await tasks.record.aenqueue("b")
+
+    first, second = asyncio.run(main())
+    assert first.id != second.id  # each enqueue is its own job, as enqueue's are
+    with pytest.raises(TypeError):
+        asyncio.run(tasks.record.aenqueue(datetime.now(UTC)))  # type: ignore[arg-type]  # not JSON
+    with pytest.raises(TaskResultDoesNotExist):
+        asyncio.run(tasks.record.aget_result("00000000-0000-7000-8000-000000000000"))
+    fetched = asyncio.run(tasks.record.aget_result(first.id))
+    assert (fetched.id, fetched.status, fetched.args) == (first.id, TaskResultStatus.READY, ["a"])
+    assert Job.objects.count() == 2
 
 
 def test_job_context_refuses_a_context_that_is_not_the_running_tasks() -> None:

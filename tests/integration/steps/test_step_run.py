@@ -197,21 +197,16 @@ def test_effects_of_completed_steps_happen_once(jobs_clock) -> None:
     assert Effect.objects.count() == 2
 
 
-def test_async_bodies_cannot_compensate_or_use_steps(declare) -> None:
-    from ultimate_jobs import JobsError
+def test_async_bodies_may_compensate_and_use_steps(declare) -> None:
+    """Refused before issue 26; their steps are tests/integration/steps/test_async_steps.py's."""
 
-    with pytest.raises(JobsError) as err:
-        @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True)
-        async def undo(ctx, *, k: str) -> None:
-            return None
-    assert err.value.code == "X_JOB_DECLARATION_INVALID"
+    @declare(idempotency_key="{k}", tenant=NO_TENANT, compensates=True)
+    async def stepper(ctx, *, k: str) -> int:
+        return await ctx.step.run("x", lambda: 1, compensate=lambda out: None)
 
-    @declare(idempotency_key="{k}", tenant=NO_TENANT)
-    async def stepper(ctx, *, k: str) -> None:
-        ctx.step.run("x", lambda: 1)
-
+    assert (stepper.compensates, stepper.is_async) == (True, True)
     trace = run_job(stepper, k="x")
-    assert (trace.state, trace.error_code) == ("dead", "X_JOB_DECLARATION_INVALID")
+    assert (trace.state, trace.result, trace.steps["x"].status) == ("done", 1, "completed")
 
 
 def test_ctx_step_offers_only_the_documented_calls(declare) -> None:

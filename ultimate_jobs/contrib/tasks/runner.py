@@ -11,7 +11,6 @@ the next attempt comes from the task's policy (``retry_for``), handed to the wor
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import traceback
@@ -19,12 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from asgiref.sync import async_to_sync
+
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.contrib.tasks.declared import TASK_JOB, load_task, retry_for
 from ultimate_jobs.declaration import job
 from ultimate_jobs.errors import X_TASK_RETRY
 from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.retry import Retry, register_error_retry
+from ultimate_jobs.runtime.aio import run_body
+from ultimate_jobs.runtime.async_steps import async_context
 
 # The retry delay is the task policy's own: the handle's cap must not clip it.
 _UNCAPPED = Retry(attempts=1, max_delay=365 * 24 * 3600.0)
@@ -71,10 +74,13 @@ def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, A
     sender = type(backend_object)
     task_started.send(sender=sender, task_result=result)
     policy = retry_for(task_object, backend_object)
+    is_async = inspect.iscoroutinefunction(task_object.func)
+    job_ctx = async_context(ctx) if is_async else ctx  # an async task's job_context: steps as coroutines
     try:
-        with _current(TaskContext(task_result=result) if task_object.takes_context else None, ctx) as context:
+        with _current(TaskContext(task_result=result) if task_object.takes_context else None, job_ctx) as context:
             call_args = [context, *args] if context is not None else list(args)
-            value = _call(task_object.func, call_args, kwargs)
+            value = _call(task_object.func, call_args, kwargs, job_ctx) if is_async else task_object.func(
+                *call_args, **kwargs)
             value = normalize_json(value)
     except SystemExit as exc:  # a task's exit fails the task, never the worker's thread
         error: Exception = _SystemExit(*exc.args).with_traceback(exc.__traceback__)
@@ -88,10 +94,18 @@ def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, A
     return value
 
 
-def _call(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    if inspect.iscoroutinefunction(func):
-        return asyncio.run(func(*args, **kwargs))
-    return func(*args, **kwargs)
+def _call(func: Any, args: list[Any], kwargs: dict[str, Any], ctx: JobContext) -> Any:
+    """An ``async def`` task, run to its end from this ``def`` job's thread. Under ``async_to_sync``
+    the statements its steps send run back on this thread (its connection, as a ``def`` task's);
+    its task is cancelled once ``ctx.cancelled`` is set, as an ``async def`` job's body is."""
+
+    async def run() -> Any:
+        try:
+            return await run_body(ctx.cancelled, func(*args, **kwargs))
+        finally:
+            await ctx._progress.landed()
+
+    return async_to_sync(run)()
 
 
 def _finish_failed(ctx: JobContext, policy: Retry, result: Any, sender: type, error: BaseException) -> None:
