@@ -97,6 +97,8 @@ def shape(row: Mapping[str, Any]) -> dict[str, Any]:
     if "result" in out:
         out["result"] = redact(out["result"], sensitive=sensitive)
     out["last_error"] = redact_text(out.get("last_error"))
+    if row["state"] == "done":  # no current failure (SPEC §10); a row settled before the settle cleared
+        out["last_error"] = out["error_code"] = None  # them may still hold its earlier one: see attempts
     out["next_retry_at"] = (out["run_at"] if row["state"] in ("ready", "delayed") and row["attempt"] > 0
                             else None)
     out["sensitive"] = sensitive

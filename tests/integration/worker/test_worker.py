@@ -27,7 +27,8 @@ def test_a_body_failing_twice_then_succeeding_ends_done_at_attempt_3() -> None:
     drain()
     job = ops.get_job(r.id)
     assert (job["state"], job["attempt"], job["result"]) == ("done", 3, {"succeeded_on": 3})
-    assert "flaky failure 2 of 2" in job["last_error"]  # the history of the last failure is kept
+    assert job["last_error"] is None  # no current failure; the history of the last one is in attempts
+    assert "flaky failure 2 of 2" in job["attempts"][1]["error"]
 
 
 def test_a_body_always_failing_ends_dead_with_attempts_exhausted() -> None:
@@ -169,8 +170,9 @@ def test_a_lapsed_lease_is_handed_back_and_the_attempt_counts(frozen_clock) -> N
                                        visible_at=frozen_clock.now() - timedelta(seconds=1))
     drain()
     job = ops.get_job(r.id)
-    assert (job["state"], job["attempt"]) == ("done", 2)
-    assert job["error_code"] == "X_LEASE_LAPSED"
+    assert (job["state"], job["attempt"], job["error_code"]) == ("done", 2, None)  # no current failure
+    assert [(a["outcome"], a["error_code"]) for a in job["attempts"]] == [("retried", "X_LEASE_LAPSED"),
+                                                                           ("done", None)]
 
 
 def test_a_lease_lapsing_on_the_final_attempt_dead_letters(frozen_clock) -> None:
