@@ -145,6 +145,13 @@ class JobsCLI:
     def do_rm(self, *, id: str | None, all: bool, yes: bool = False, **filters: Any) -> int:
         return self._one_or_many("rm", ops.remove_job, ops.remove_many, id, filters, all, yes)
 
+    def do_enqueue(self, *, name: str, input: str, queue: str | None, delay: str | None,
+                   tenant_id: str | None) -> int:
+        job = ops.enqueue_job(name, input, queue=queue, delay=delay, tenant_id=tenant_id, by=self.by)
+        how = "staged (the relay publishes it)" if job["staged"] else (
+            "deduped into the live job holding its key" if job["deduped"] else "enqueued")
+        return self._answer(job, lambda: self.console.print(f"{job['id']}: {how} ({job['name']} on {job['queue']})"))
+
     def do_cancel(self, *, id: str, reason: str | None) -> int:
         job = ops.cancel_job(ops.resolve_job_id(id), reason=reason, by=self.by)
         return self._answer(job, lambda: self.console.print(

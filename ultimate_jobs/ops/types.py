@@ -249,3 +249,15 @@ class DoctorReport(TypedDict):
     ok: bool
     checked_at: str | None
     checks: list[DoctorCheck]
+
+
+class EnqueuedJob(TypedDict):
+    """``enqueue_job``'s answer: the job's ids, where it went, and how the enqueue ended
+    (``deduped`` None when ``staged``: the relay decides it)."""
+
+    id: str
+    run_id: str
+    name: str
+    queue: str
+    deduped: bool | None
+    staged: bool

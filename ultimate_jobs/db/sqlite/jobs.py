@@ -201,7 +201,8 @@ class JobStatements(SqliteConnection):
                 run_at = ts(when + timedelta(seconds=s.delay)) if s.state in ("retry", "ready", "suspended") else None
                 done = 1 if state == "done" else 0
                 cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, done, s.last_error, done,
-                                            s.error_code, s.stop_reason, run_at, stamp if state in TERMINAL_STATES else None, stamp,
+                                            s.error_code, s.stop_reason, run_at,
+                                            stamp if state in TERMINAL_STATES else None, stamp,
                                             s.uncount, *_entry(when, when - timedelta(seconds=s.elapsed or 0),
                                                                _OUTCOMES.get(s.state, s.state), s.error_code,
                                                                s.last_error),

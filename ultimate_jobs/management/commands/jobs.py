@@ -1,6 +1,6 @@
 """``python manage.py jobs <subcommand> [--json]``: operate the queue from a terminal.
 
-Subcommands: ``ls``, ``show``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
+Subcommands: ``ls``, ``show``, ``enqueue``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
 ``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``, ``top``; ``--json`` on every one.
 An id argument takes a whole id, its first characters or the short form ``01a23171…3bc2``.
 Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback), 2 a
@@ -61,7 +61,7 @@ def _os_user() -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate the jobs queue: list, show, retry, cancel, promote, remove, pause, stats, doctor."
+    help = "Operate the jobs queue: list, show, enqueue, retry, cancel, promote, remove, pause, stats, doctor."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--json", action="store_true", help="Print one JSON document instead of tables.")
@@ -92,6 +92,12 @@ class Command(BaseCommand):
                                "call prints how many jobs it would touch and exits 4, changing nothing.")
             if name == "retry":
                 child.add_argument("--from-step", help="Drop this step and every later one, so they run again.")
+        enqueue = sub("enqueue", "Enqueue one run of a job declared in this process (the one enqueue path).")
+        enqueue.add_argument("name", help="The job's name, as declared (jobs registered by installed apps).")
+        enqueue.add_argument("--input", default="{}", help="The job's keyword arguments as a JSON object ({}).")
+        enqueue.add_argument("--queue", help="Another queue than the job's own.")
+        enqueue.add_argument("--delay", help="Run no sooner than this from now: 30s, 10m, 3h, 2d.")
+        enqueue.add_argument("--tenant", dest="tenant_id", help="The tenant it acts for (checked against the input).")
         cancel = sub("cancel", "Cancel a live job (a running one stops at its next heartbeat).")
         cancel.add_argument("id")
         cancel.add_argument("--reason", help="Why, kept on the job.")
