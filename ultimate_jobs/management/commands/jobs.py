@@ -5,7 +5,8 @@ Subcommands: ``ls``, ``show``, ``enqueue``, ``retry``, ``cancel``, ``promote``, 
 An id argument takes a whole id, its first characters or the short form ``01a23171…3bc2``.
 Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback), 2 a
 usage error, 3 ``doctor`` found offending rows or skipped a check, 4 a bulk ``retry``/``promote``/
-``rm`` without ``--yes`` (it printed the count it would touch and changed nothing). Writes are
+``rm`` without ``--yes`` (it printed the count it would touch and changed nothing), 141 the reader
+of its output went away (``jobs stats | head``: quietly, as a command SIGPIPE ended). Writes are
 logged with ``--by`` (default ``cli:<OS user>``). See docs/reference/cli.md.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 from typing import Any
 
@@ -23,6 +25,8 @@ from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import raw_stream
 from ultimate_jobs.management.jobs_cli import JobsCLI
 from ultimate_jobs.models.jobs import STATES
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command a closed pipe ended
 
 
 def _duration(text: str) -> float:
@@ -131,7 +135,23 @@ class Command(BaseCommand):
                     *self.base_stealth_options):
             options.pop(key, None)
         cli = JobsCLI(raw_stream(self.stdout), raw_stream(self.stderr), json=as_json, by=by)
-        code = cli.run(command, **options)
-        self.stdout.flush()
+        try:
+            code = cli.run(command, **options)
+            self.stdout.flush()
+        except BrokenPipeError:
+            _stdout_to_devnull()
+            code = EXIT_BROKEN_PIPE
         if code:
             sys.exit(code)
+
+
+def _stdout_to_devnull() -> None:
+    """The reader of stdout went away (``jobs stats | head``): point the descriptor at /dev/null, so
+    what Python still holds for stdout is flushed there at exit instead of raising a second time."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real stream (call_command's StringIO)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
