@@ -164,8 +164,8 @@ class JobsCLI:
         data = {"queues": stats, "paused": ops.paused_queues(), "outcomes": outcomes, "overview": ops.overview()}
 
         def human() -> None:
-            self._table(stats, ("queue", "ready", "delayed", "running", "suspended", "failed", "dead", "done",
-                                "cancelled", "oldest_ready_age", "paused"), title="queues", empty="no queues")
+            self._table(stats, ("queue", "staged", "ready", "delayed", "running", "suspended", "failed", "dead",
+                                "done", "cancelled", "oldest_ready_age", "paused"), title="queues", empty="no queues")
             rows = [{"outcome": k, "count": v} for k, v in sorted(outcomes["totals"].items())]
             self._table(rows, ("outcome", "count"), title=f"outcomes since {outcomes['since']}",
                         empty="nothing settled")

@@ -20,7 +20,7 @@ Series (each scrape reads them fresh; any web process can serve them, no worker 
   when none) — alert when it passes your latency budget;
 - ``queue_dead_jobs{queue}`` gauge: dead-lettered jobs kept (a queue that filled overnight and
   stopped growing shows here, where a counter's rate is flat);
-- ``queue_jobs{queue,state}`` gauge: every row in exactly one state;
+- ``queue_jobs{queue,state}`` gauge: every row in exactly one state (``staged``: in the outbox);
 - ``queue_paused{queue}`` gauge: 1 while paused;
 - ``jobs_total{queue,outcome}`` counter: attempts settled (done, retried, failed, dead,
   interrupted, suspended, cancelled);
@@ -61,7 +61,7 @@ class JobsCollector:
             oldest.add_metric([q["queue"]], q["oldest_ready_age"] or 0.0)
             dead.add_metric([q["queue"]], q["dead"])
             paused.add_metric([q["queue"]], 1 if q["paused"] else 0)
-            for state in ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"):
+            for state in ("staged", "ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"):
                 states.add_metric([q["queue"], state], q[state])
         yield from (depth, oldest, dead, states, paused)
 

@@ -22,7 +22,7 @@ from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import iso, plain
-from ultimate_jobs.models import BackfillRun, QueuePause, WorkerHeartbeat
+from ultimate_jobs.models import BackfillRun, OutboxEntry, QueuePause, WorkerHeartbeat
 from ultimate_jobs.models.backfills import STATUSES
 from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.ops import audit, routes
@@ -87,7 +87,8 @@ def paused_queues() -> list[PausedQueue]:
 def queue_stats() -> list[QueueStats]:
     """Per queue, sorted by name: a count per bucket and the oldest ready job's age.
 
-    Buckets: ``ready`` (runnable now: state ready, or delayed whose ``run_at`` has passed),
+    Buckets: ``staged`` (enqueued inside a transaction that committed, waiting in the outbox for
+    the relay to publish it), ``ready`` (runnable now: state ready, or delayed whose ``run_at`` has passed),
     ``delayed`` (waiting on a future ``run_at``), ``running``, ``suspended``, ``done``,
     ``failed``, ``dead``, ``cancelled``; every row is in exactly one, so they add up to
     ``total``. ``oldest_ready_age`` is seconds since the oldest ready job became runnable (None
@@ -113,6 +114,10 @@ def queue_stats() -> list[QueueStats]:
             entry[state] = entry.get(state, 0) + row["n"]
         if row["oldest"] is not None and (row["queue"] not in oldest or row["oldest"] < oldest[row["queue"]]):
             oldest[row["queue"]] = row["oldest"]
+    for queue, count in _staged_counts().items():
+        entry = stats.setdefault(queue, _empty(queue))
+        entry["staged"] += count
+        entry["total"] += count
     reading = clock.now()
     for queue, entry in stats.items():
         entry["paused"] = queue in paused
@@ -122,8 +127,15 @@ def queue_stats() -> list[QueueStats]:
     return [cast(QueueStats, stats[q]) for q in sorted(stats)]
 
 
+def _staged_counts() -> dict[str, int]:
+    """Unpublished outbox rows per queue (the relay's claim index holds exactly these)."""
+    rows = (OutboxEntry.objects.using(alias()).filter(published_at__isnull=True).values("queue").order_by()
+            .annotate(n=Count("id")))
+    return {row["queue"]: row["n"] for row in rows}
+
+
 def _empty(queue: str) -> dict[str, Any]:
-    return {"queue": queue, **{b: 0 for b in BUCKETS}, "total": 0, "oldest_ready_at": None,
+    return {"queue": queue, "staged": 0, **{b: 0 for b in BUCKETS}, "total": 0, "oldest_ready_at": None,
             "oldest_ready_age": None, "paused": False}
 
 

@@ -152,6 +152,7 @@ class QueueStats(TypedDict):
     """One queue: a count per bucket (every row in exactly one), and the oldest ready job."""
 
     queue: str
+    staged: int
     ready: int
     delayed: int
     running: int

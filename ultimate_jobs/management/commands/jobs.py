@@ -78,8 +78,8 @@ class Command(BaseCommand):
                                help="Print one JSON document instead of tables.")
             return child
 
-        ls = sub("ls", "List jobs, newest first (keyset pages of at most 200).")
-        _filters(ls)
+        ls = sub("ls", "List jobs, newest first (keyset pages of at most 200); --state staged: the outbox's.")
+        _filters(ls, states=(*STATES, "staged"))
         ls.add_argument("--id-prefix", help="Jobs whose id starts with this (hex, dashes optional).")
         ls.add_argument("--limit", type=_limit, default=50, help="Rows per page, 1 to 200 (50).")
         ls.add_argument("--after", help="The next (older) page: the 'next' cursor of the page before.")
