@@ -128,7 +128,11 @@ def test_old_rows_without_attempt_history_and_malformed_entries_still_render(adm
     old = JobFactory(done=True, attempt=3, last_error="RuntimeError: flaky the first time", attempts=[])
     html = admin_client_.get(page(old.id)).content.decode()
     assert 'id="job-no-timeline"' in html and 'id="job-error"' not in html
-    assert 'id="job-earlier-error"' in html and "the job succeeded after it" in html
+    # A done job has no current failure (SPEC §10), even a row settled before the settle cleared it.
+    assert 'id="job-earlier-error"' not in html and "RuntimeError: flaky the first time" not in html
+    retrying = JobFactory(state="ready", attempt=1, last_error="RuntimeError: flaky the first time", attempts=[])
+    html = admin_client_.get(page(retrying.id)).content.decode()
+    assert 'id="job-earlier-error"' in html and "RuntimeError: flaky the first time" in html
     odd = JobFactory(dead=True, attempts=[1, "x", None, {"outcome": "failed", "started_at": "not a time"}])
     html = admin_client_.get(page(odd.id)).content.decode()
     assert html.count('class="uj-attempt"') == 1 and 'id="job-error"' in html
