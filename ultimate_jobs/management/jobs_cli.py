@@ -76,8 +76,9 @@ class JobsCLI:
     def do_ls(self, **filters: Any) -> int:
         page = ops.list_jobs(**{k: v for k, v in filters.items() if v is not None})
 
-        def human() -> None:
-            self._table(page["jobs"], _LIST_COLUMNS, empty="no jobs match")
+        def human() -> None:  # a Django task is named by its own module path, not the one job all run as
+            rows = [{**job, "name": job.get("task") or job["name"]} for job in page["jobs"]]
+            self._table(rows, _LIST_COLUMNS, empty="no jobs match")
             if page["next"]:
                 self.console.print(f"older: --after {page['next']}")
             if page["previous"]:

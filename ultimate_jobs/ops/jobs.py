@@ -185,7 +185,7 @@ def _staged_summary(entry: dict[str, Any]) -> JobSummary:
     """A staged outbox row as a row of ``list_jobs``: ``get_job``'s answer for it, list fields only."""
     job = _staged(entry)
     return cast(JobSummary, {k: v for k, v in job.items() if k in _LIST_FIELDS or k in ("next_retry_at",
-                                                                                        "sensitive")})
+                                                                                        "sensitive", "task")})
 
 
 def _id_prefix(query: QuerySet[Any], prefix: str) -> QuerySet[Any]:

@@ -47,6 +47,7 @@ class JobSummary(TypedDict):
     updated_at: str
     next_retry_at: str | None
     sensitive: bool
+    task: str | None  # a Django task's module path (a django_tasks row), else None
 
 
 class JobStepInfo(TypedDict):
