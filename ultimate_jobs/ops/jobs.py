@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID
 
@@ -73,7 +73,8 @@ def _get_job(job_id: str | UUID) -> JobDetail:
     job = _shape(row)
     job["staged_id"] = staged_id
     job["attempts"] = [AttemptInfo(attempt=int(a.get("attempt") or 0), worker=a.get("worker"),
-                                   started_at=a.get("started_at"), finished_at=a.get("finished_at"),
+                                   started_at=_instant(a.get("started_at")),
+                                   finished_at=_instant(a.get("finished_at")),
                                    outcome=str(a.get("outcome")),
                                    error_code=a.get("error_code"), error=redact_text(a.get("error")))
                        for a in attempts]
@@ -91,6 +92,19 @@ def _get_job(job_id: str | UUID) -> JobDetail:
     payload = row.get("payload")
     job["consumer"] = consumer_status(job["name"], payload.get("key")) if isinstance(payload, dict) else None
     return cast(JobDetail, job)
+
+
+def _instant(value: Any) -> Any:
+    """An attempt's stored timestamp as every other ``ops`` timestamp reads: ISO 8601 in UTC with a
+    ``Z`` (the stores write ``+00:00``). A value that is no aware timestamp (an old or odd row) is
+    answered as it is, never refused."""
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return value if moment.tzinfo is None else _iso(moment.astimezone(UTC))
 
 
 def _ledger_row(run_id: UUID) -> BackfillRunInfo | None:

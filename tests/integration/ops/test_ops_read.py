@@ -111,3 +111,12 @@ def test_a_done_row_settled_with_an_old_error_reads_none() -> None:
     assert (job["last_error"], job["error_code"]) == (None, None)
     (listed,) = ops.list_jobs(state="done")["jobs"]
     assert (listed["id"], listed["last_error"], listed["error_code"]) == (str(planted.id), None, None)
+
+
+def test_attempt_timestamps_read_like_every_other_timestamp(make_worker) -> None:
+    r = jobs.flaky.enqueue(key="one-format", failures=1)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
+    job = ops.get_job(str(r.id))
+    stamps = [a[key] for a in job["attempts"] for key in ("started_at", "finished_at")]
+    assert len(stamps) == 4 and all(s.endswith("Z") and "+00:00" not in s for s in stamps), stamps
+    assert job["attempts"][-1]["finished_at"] == job["finished_at"]  # one instant, one spelling
