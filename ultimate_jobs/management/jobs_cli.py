@@ -196,8 +196,8 @@ class JobsCLI:
     def do_workers(self) -> int:
         rows = ops.workers()  # --json: an object like every other subcommand's, the list under "workers"
         return self._answer({"workers": rows}, lambda: self._table(
-            rows, ("id", "host", "pid", "queues", "slots", "in_flight_count", "started_at", "last_heartbeat_at"),
-            empty="no live workers"))
+            rows, ("id", "status", "host", "pid", "queues", "slots", "in_flight_count", "started_at",
+                   "last_heartbeat_at", "last_heartbeat_age"), empty="no workers"))
 
     def do_tasks(self, *, pause: str | None, resume: str | None) -> int:
         if pause:

@@ -79,7 +79,7 @@ class JobsCollector:
                 lost.add_metric([q["queue"]], 0)  # present from the first scrape, so increase() sees the first loss
         yield from (settled, lost)
 
-        live = workers()
+        live = [w for w in workers() if w["status"] == "alive"]  # not the presumed dead
         in_flight = GaugeMetricFamily("worker_in_flight", "Runs a live worker holds.", labels=["worker"])
         capacity = GaugeMetricFamily("worker_capacity", "Slots a live worker has.", labels=["worker"])
         for w in live:

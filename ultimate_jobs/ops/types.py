@@ -169,7 +169,8 @@ class QueueStats(TypedDict):
 
 
 class WorkerInfo(TypedDict):
-    """A live worker, from its heartbeat row."""
+    """A worker, from its heartbeat row: ``alive``, or ``presumed-dead`` once its last heartbeat is
+    older than its visibility timeout (killed, or cut off from the database)."""
 
     id: str
     host: str
@@ -180,7 +181,9 @@ class WorkerInfo(TypedDict):
     in_flight_count: int
     started_at: str
     last_heartbeat_at: str
+    last_heartbeat_age: float
     expires_at: str
+    status: Literal["alive", "presumed-dead"]
 
 
 class TaskFire(TypedDict):

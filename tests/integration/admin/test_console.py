@@ -268,3 +268,21 @@ def test_the_overview_charts_the_jobs_this_test_ran(admin_client_, declare, make
     fragment = admin_client_.get(reverse("admin:ultimate_jobs_overview"), {"partial": "1"}).content.decode()
     assert fragment.lstrip().startswith('<div id="uj-overview"') and _points(fragment, "console", "hour", "done") == 5
     assert len(waiting) == 3
+
+
+def test_the_workers_page_shows_a_killed_worker_as_presumed_dead(admin_client_) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ultimate_jobs.models import WorkerHeartbeat
+
+    now = timezone.now()
+    for worker_id, beat in (("w-alive", now), ("w-killed", now - timedelta(minutes=5))):
+        WorkerHeartbeat.objects.create(id=worker_id, host="h", pid=1, queues=["default"], slots=2, in_flight=[],
+                                       started_at=beat, last_heartbeat_at=beat,
+                                       expires_at=beat + timedelta(seconds=30))
+    html = admin_client_.get(reverse("admin:ultimate_jobs_workers")).content.decode()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r'<tr class="uj-worker-([a-z-]+)"><td>([^<]+)</td>', html)}
+    assert rows == {"alive": "w-alive", "presumed-dead": "w-killed"}
+    assert "presumed dead</span>" in html
