@@ -10,7 +10,8 @@ Usage::
             ...
 
 ``ctx`` carries ``job_id``, ``run_id``, ``name``, ``queue``, ``attempt`` (1-based),
-``max_attempts``, ``final_attempt``, ``tenant_id``, ``enqueued_by``, ``cancelled`` (a
+``max_attempts``, ``final_attempt``, ``tenant_id`` (the tenant the run acts under: its input's
+``tenant(...)``, None for a ``NO_TENANT`` job), ``enqueued_by``, ``cancelled`` (a
 ``CancelToken``), ``step`` (durable steps) and ``progress(done, total=None, note=None)``.
 """
 
