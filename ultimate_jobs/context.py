@@ -18,6 +18,9 @@ Usage::
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -87,6 +90,31 @@ class CancelToken:
 
     def __repr__(self) -> str:
         return f"<CancelToken {self.reason or 'live'}>"
+
+
+# The cancel token of the body this thread (or task) is running, if any: what refuses a cancelled
+# body's own writes outside its steps (an enqueue, a published event).
+_RUNNING: ContextVar[CancelToken | None] = ContextVar("ultimate_jobs_running_token", default=None)
+
+
+@contextmanager
+def running(token: CancelToken) -> Iterator[None]:
+    """Run a job body under ``token`` in this thread (or task): see ``refuse_if_cancelled``."""
+    reset = _RUNNING.set(token)
+    try:
+        yield
+    finally:
+        _RUNNING.reset(reset)
+
+
+def refuse_if_cancelled(what: str) -> None:
+    """Inside a body whose run was cancelled, raise ``JobCancelled`` with the cancel's reason code
+    (``X_ABORTED``, ``X_DRAINING``, ``X_JOB_TIMEOUT``, ...): a cancelled body writes nothing, so
+    its ``what`` (an enqueue, a published event) is refused. Outside a body, nothing."""
+    token = _RUNNING.get()
+    if token is not None and token.is_set():
+        raise JobCancelled(token.reason or X_ABORTED, f"{what} refused: this run was cancelled ({token.reason}), "
+                           "and a cancelled body writes nothing.")
 
 
 @dataclass(slots=True, kw_only=True)

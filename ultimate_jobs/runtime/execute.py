@@ -26,7 +26,7 @@ from django.db import connections
 
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.context import CancelToken, JobContext
+from ultimate_jobs.context import CancelToken, JobContext, running
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.store import ClaimedJob, Settlement, Store
 from ultimate_jobs.errors import (
@@ -142,7 +142,8 @@ def _run_body(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, ctx
         if handle.compensates and needs_unwind(handle, claimed, steps):
             return plain(_guarded_unwind(handle, claimed, token,
                                          lambda: resume_unwind(handle, claimed, ctx, kwargs)))
-        result = handle.fn(ctx, **kwargs)
+        with running(token):  # once cancelled, the body's own enqueues are refused
+            result = handle.fn(ctx, **kwargs)
     except Suspension:
         result = None  # the step runner latched where and for how long
     except Exception as error:  # the body's failure is data for the retry decision
@@ -164,7 +165,7 @@ async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: Ca
         claimed = claimed._replace(tenant_id=ctx.tenant_id)  # the run's tenant, for on_settled too
         with _span(claimed) as span:
             try:
-                with tenant_context(claimed.tenant_id):
+                with tenant_context(claimed.tenant_id), running(token):
                     result = await handle.fn(ctx, **kwargs)
             except Exception as error:  # the body's (or TENANT_CONTEXT's) failure
                 record_error(span, error, sensitive=handle.sensitive)
