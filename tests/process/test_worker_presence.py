@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from tests.conftest import wait_for
 from tests.cli import cli
+from tests.conftest import wait_for
 from ultimate_jobs import ops
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
