@@ -237,7 +237,7 @@ X_WEBHOOK_SIGNATURE_STALE = register(
     "X_WEBHOOK_SIGNATURE_STALE", "Check the receiving clock (NTP); a replayed old request is refused by design."
 )
 X_WEBHOOK_EVENT_ID_INVALID = register(
-    "X_WEBHOOK_EVENT_ID_INVALID", "Answer an event id of 1-200 printable ASCII characters from verify(), read "
+    "X_WEBHOOK_EVENT_ID_INVALID", "Answer an event id of 1-256 printable ASCII characters from verify(), read "
     "from signed data."
 )
 X_WEBHOOK_BODY_TOO_LARGE = register(
