@@ -17,7 +17,7 @@ with the others), its ``timeout`` counted from when its body starts. An attempt 
 whose token is set before its body starts (a drain, a lost lease) goes back to ``ready`` uncounted:
 its body never ran. Long bodies turn prefetch off, so a claimed job never waits behind one for long.
 
-Logged events: ``jobs.claim.failed``, ``jobs.worker.shed``, ``jobs.claim.reconciled``,
+Logged events: ``jobs.worker.tick-failed``, ``jobs.worker.shed``, ``jobs.claim.reconciled``,
 ``jobs.reconcile.failed``.
 """
 

@@ -25,7 +25,7 @@ def test_retry_after_settles_the_row_later_under_its_own_code(frozen_clock, make
     assert "retry requested after 7s" in row.last_error
 
 
-def test_a_drained_run_sees_x_draining_and_goes_back_uncounted(declare) -> None:
+def test_a_drained_run_sees_x_draining_and_goes_back_uncounted(declare, caplog) -> None:
     seen: list[str] = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
@@ -38,9 +38,13 @@ def test_a_drained_run_sees_x_draining_and_goes_back_uncounted(declare) -> None:
             raise
 
     result = patient.enqueue(k="drained")
-    with Worker(queues=["default"], drain_timeout=10) as worker:
+    with caplog.at_level("INFO", logger="ultimate_jobs"), Worker(queues=["default"], drain_timeout=10) as worker:
         assert [run.id for run in worker.run_once()] == [result.id]
     assert seen == ["X_DRAINING"]
+    # The seeds' two lines for a drain: the signal, then each attempt it interrupted.
+    assert f"jobs.worker.drain-signalled worker={worker.worker_id} in_flight=1" in caplog.text
+    assert f"jobs.attempt.interrupted job_id={result.id} name={patient.name} queue=default reason=X_DRAINING" in (
+        caplog.text)
     row = Job.objects.get(id=result.id)
     # Handed back: runnable again, the attempt not counted, no error recorded against the job.
     assert (row.state, row.attempt, row.error_code, row.last_error) == ("ready", 0, None, None)

@@ -128,4 +128,4 @@ class Command(BaseCommand):
                               # lost: attempts whose outcome was discarded because the row stopped being
                               # this worker's (an operator's cancel, or a lapsed lease another worker took).
                               + (" (lost: results not stored because the job was cancelled or reclaimed "
-                                 "meanwhile; see jobs.settle.lost in the log)" if stats["lost"] else ""))
+                                 "meanwhile; see jobs.settle.unowned in the log)" if stats["lost"] else ""))
