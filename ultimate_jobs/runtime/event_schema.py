@@ -22,19 +22,22 @@ from django.core.exceptions import ValidationError
 from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_EVENT_INVALID, Terminal
 
 Schema = type[forms.BaseForm] | Callable[[Any], Any]
+# The step engine's latch: records a terminal error so the run ends with it even if the body
+# catches it, and answers it to raise.
+Latch = Callable[[BaseException], BaseException]
 
 
-def check(schema: object, *, step: str) -> None:
+def check(schema: object, *, step: str, latch: Latch) -> None:
     """Refuse a ``schema`` that is neither a ``Form`` class nor callable (``X_JOB_DECLARATION_INVALID``)."""
     if schema is not None and not callable(schema):
-        raise Terminal(f"wait_for_event({step!r}): schema={schema!r:.80} is neither a Django Form class nor a "
-                       "callable.", code=X_JOB_DECLARATION_INVALID,
-                       fix="Pass schema=MyForm (a django.forms.Form) or schema=validate (payload -> value).")
+        raise latch(Terminal(f"wait_for_event({step!r}): schema={schema!r:.80} is neither a Django Form class nor "
+                             "a callable.", code=X_JOB_DECLARATION_INVALID,
+                             fix="Pass schema=MyForm (a django.forms.Form) or schema=validate (payload -> value)."))
 
 
-def answer(schema: Schema | None, payload: Any, *, step: str, event: str) -> Any:
+def answer(schema: Schema | None, payload: Any, *, step: str, event: str, latch: Latch) -> Any:
     """What the wait answers for ``payload`` under ``schema``; raise terminal ``X_JOB_EVENT_INVALID``
-    for a payload the schema refuses."""
+    (latched) for a payload the schema refuses."""
     if schema is None or payload is None:
         return payload
     if isinstance(schema, type) and issubclass(schema, forms.BaseForm):
@@ -43,12 +46,12 @@ def answer(schema: Schema | None, payload: Any, *, step: str, event: str) -> Any
             return form.cleaned_data
         problems = "; ".join(f"{field}: {' '.join(str(m) for m in messages)}"
                              for field, messages in form.errors.items())
-        raise _refused(step, event, problems)
+        raise latch(_refused(step, event, problems))
     validate = cast(Callable[[Any], Any], schema)
     try:
         return validate(payload)
     except (ValidationError, ValueError, TypeError) as exc:
-        raise _refused(step, event, f"{type(exc).__name__}: {exc}") from None
+        raise latch(_refused(step, event, f"{type(exc).__name__}: {exc}")) from None
 
 
 def _refused(step: str, event: str, problems: str) -> Terminal:

@@ -250,10 +250,7 @@ class Steps:
         ``timeout`` passed."""
         self._enter(name)
         check_event_name(event)
-        try:
-            event_schema.check(schema, step=name)
-        except Terminal as err:
-            raise self._latch(err) from None
+        event_schema.check(schema, step=name, latch=self._latch)
         if match is not None and not isinstance(match, dict):
             raise self._latch(Terminal(f"wait_for_event({name!r}): match={match!r} must be a dict.",
                                        code=X_EVENT_INVALID))
@@ -264,7 +261,7 @@ class Steps:
         seconds = None if timeout is None else self._seconds(timeout, f"wait_for_event({name!r}) timeout")
         row = self.load().get(name)
         if row is not None and row.status == "completed":
-            return self._checked(schema, jsoncodec.loads(row.output), step=name, event=event)
+            return event_schema.answer(schema, jsoncodec.loads(row.output), step=name, event=event, latch=self._latch)
         if self.replay_only:
             raise self._latch(ReplayEnd(name))
         if row is None:
@@ -274,7 +271,8 @@ class Steps:
         found = self.store.event_find(name=row.event or event, match=row.event_match,
                                       since=row.started_at or clock.now(), tenant_id=self.claimed.tenant_id)
         if found is not None:  # stored as it arrived, then checked: a refusal shows what came
-            return self._checked(schema, jsoncodec.loads(self._complete(name, found)), step=name, event=event)
+            return event_schema.answer(schema, jsoncodec.loads(self._complete(name, found)), step=name, event=event,
+                                       latch=self._latch)
         remaining = self._remaining(row)
         if remaining is not None and remaining <= 0:
             self._complete(name, "null")
@@ -329,12 +327,6 @@ class Steps:
         self._used.add(name)
         if self.token.is_set():
             raise self.token.error()  # a cancelled run stops at its next step boundary
-
-    def _checked(self, schema: Schema | None, payload: Any, *, step: str, event: str) -> Any:
-        try:
-            return event_schema.answer(schema, payload, step=step, event=event)
-        except Terminal as err:  # X_JOB_EVENT_INVALID: the run ends, even if the body catches it
-            raise self._latch(err) from None
 
     def _latch(self, error: BaseException) -> BaseException:
         self.latched = error
