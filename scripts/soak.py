@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("reserve", "charge", "notify")
 ATOMIC = ("reserve", "notify")
 TERMINAL = ("done", "dead", "failed", "cancelled")
-LOG_EVENTS = ("jobs.lease.rescued", "jobs.lease.lost", "jobs.claim.failed", "jobs.settle.failed",
-              "jobs.settle.lost", "jobs.heartbeat.failed", "jobs.listen.lost", "jobs.worker.drain-abandoned",
+LOG_EVENTS = ("jobs.lease.rescued", "jobs.lease.lost", "jobs.worker.tick-failed", "jobs.worker.settle-failed",
+              "jobs.settle.unowned", "jobs.heartbeat.failed", "jobs.listen.lost", "jobs.worker.drain-abandoned",
               "jobs.attempt.failed", "jobs.step.lost", "jobs.run.cancelled", "jobs.claim.reconciled")
 
 

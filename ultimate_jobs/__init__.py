@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "Terminal": "ultimate_jobs.errors",
     "Worker": "ultimate_jobs.runtime.worker",
     "backfill": "ultimate_jobs.factories.backfill.declaration",
+    "get_job_handle": "ultimate_jobs.registry",
     "job": "ultimate_jobs.declaration",
     "pending_backfills": "ultimate_jobs.factories.backfill.status",
     "publish_event": "ultimate_jobs.events",
@@ -88,6 +89,7 @@ __all__ = [
     "consumer",
     "define_subject",
     "export_rows",
+    "get_job_handle",
     "import_rows",
     "job",
     "pending_backfills",
@@ -151,7 +153,7 @@ if _TYPE_CHECKING:  # what a type checker and an IDE see: the same names, import
     from ultimate_jobs.factories.webhook_receiver import webhook_receiver
     from ultimate_jobs.handle import JobHandle
     from ultimate_jobs.inputs import NO_TENANT
-    from ultimate_jobs.registry import registered_jobs
+    from ultimate_jobs.registry import get_job_handle, registered_jobs
     from ultimate_jobs.retry import Retry, register_error_retry, retry_schedule
     from ultimate_jobs.runtime.on_settled import Settled
     from ultimate_jobs.runtime.steps import Suspension

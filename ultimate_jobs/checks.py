@@ -4,8 +4,10 @@ Ids: ``ultimate_jobs.E001`` a bad ``ULTIMATE_JOBS`` value; ``ultimate_jobs.E002`
 ``DATABASE`` alias missing from ``DATABASES``; ``ultimate_jobs.E003`` a backfill whose ``requires``
 names a migration no installed app has; ``ultimate_jobs.E012`` a ``QUEUE_DATABASES`` route to an
 alias missing from ``DATABASES`` or not PostgreSQL; ``ultimate_jobs.W001`` a ``REDACT_KEYS`` that drops
-some of the default secret keys (``REDACT_KEYS_EXTRA`` adds keys without dropping any). Ids are
-never reused.
+some of the default secret keys (``REDACT_KEYS_EXTRA`` adds keys without dropping any);
+``ultimate_jobs.E020`` a ``TENANT_OF``, ``TENANT_CONTEXT`` or ``ADMIN_TENANT_OF`` path that does not
+import or names nothing callable; ``ultimate_jobs.W020`` a ``webhook()`` declared while httpx, which
+sends it, is not installed. Ids are never reused.
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError
 from django.db.migrations.loader import MigrationLoader
+from django.utils.module_loading import import_string
 
 from ultimate_jobs.conf import DEFAULT_REDACT_KEYS, get_settings
 from ultimate_jobs.db.routing import check_routes
-from ultimate_jobs.errors import CODES, X_JOB_REFRESH_VIEW_INVALID, JobsError
+from ultimate_jobs.errors import CODES, X_JOB_REFRESH_VIEW_INVALID, X_WEBHOOK_HTTPX_MISSING, JobsError
 from ultimate_jobs.factories.backfill.declaration import registered_backfills
 from ultimate_jobs.factories.refresh_view import registered_views, view_problem
 from ultimate_jobs.factories.subject.declaration import registered_subjects
+from ultimate_jobs.factories.webhook.declaration import get_webhook
+from ultimate_jobs.registry import registered_jobs
+
+TENANT_HOOKS = ("TENANT_OF", "TENANT_CONTEXT", "ADMIN_TENANT_OF")
 
 
 @checks.register()
@@ -46,6 +53,50 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                                "values under those keys reach the admin, the CLI, logs and traces unmasked.",
                                hint="Remove REDACT_KEYS and list your own keys in REDACT_KEYS_EXTRA, which adds to the "
                                "defaults.", id="ultimate_jobs.W001")]
+    return []
+
+
+@checks.register()
+def check_tenant_hooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``ultimate_jobs.E020``: a tenant hook that would fail only later — ``TENANT_OF`` at the
+    first enqueue by a user, ``TENANT_CONTEXT`` as every job dead-lettering, ``ADMIN_TENANT_OF`` as
+    every admin page refused."""
+    try:
+        jobs_settings = get_settings()
+    except JobsError:
+        return []  # ultimate_jobs.E001 names the bad value
+    found: list[checks.CheckMessage] = []
+    for key in TENANT_HOOKS:
+        path = getattr(jobs_settings, key)
+        if not path:
+            continue
+        problem: str | None
+        try:
+            hook = import_string(path)
+        except Exception as exc:  # noqa: BLE001 (an import error, or the module's own failure)
+            problem = f"cannot be imported: {exc}"
+        else:
+            problem = None if callable(hook) else f"names {type(hook).__name__} {hook!r:.60}, which is not callable"
+        if problem is not None:
+            found.append(checks.Error(f"ULTIMATE_JOBS[{key!r}]={path!r} {problem}.",
+                                      hint=f"Point {key} at a function of your project as a dotted path "
+                                      '("myapp.tenancy.tenant_of"), or remove it.', id="ultimate_jobs.E020"))
+    return found
+
+
+@checks.register()
+def check_webhook_transport(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``ultimate_jobs.W020``: a ``webhook()`` is declared and httpx, which sends it, is missing;
+    without this the first delivery would fail ``X_WEBHOOK_HTTPX_MISSING`` and dead-letter."""
+    declared = [handle.name for handle in registered_jobs() if get_webhook(handle) is not None]
+    if not declared:
+        return []
+    try:
+        import httpx  # noqa: F401 (optional: the webhooks extra)
+    except ImportError:
+        return [checks.Warning(f"webhook() {', '.join(declared)} is declared but httpx is not installed: every "
+                               f"delivery would fail {X_WEBHOOK_HTTPX_MISSING} and dead-letter.",
+                               hint=CODES[X_WEBHOOK_HTTPX_MISSING], id="ultimate_jobs.W020")]
     return []
 
 

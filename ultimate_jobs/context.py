@@ -10,7 +10,8 @@ Usage::
             ...
 
 ``ctx`` carries ``job_id``, ``run_id``, ``name``, ``queue``, ``attempt`` (1-based),
-``max_attempts``, ``final_attempt``, ``tenant_id``, ``enqueued_by``, ``cancelled`` (a
+``max_attempts``, ``final_attempt``, ``tenant_id`` (the tenant the run acts under: its input's
+``tenant(...)``, None for a ``NO_TENANT`` job), ``enqueued_by``, ``cancelled`` (a
 ``CancelToken``), ``step`` (durable steps) and ``progress(done, total=None, note=None)``. In an
 ``async def`` body the step calls are coroutines and ``await ctx.progress(...)`` waits for the
 write; a cancel there also cancels the body's task (``CancelToken.on_set``).
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -107,6 +110,31 @@ class CancelToken:
 
     def __repr__(self) -> str:
         return f"<CancelToken {self.reason or 'live'}>"
+
+
+# The cancel token of the body this thread (or task) is running, if any: what refuses a cancelled
+# body's own writes outside its steps (an enqueue, a published event).
+_RUNNING: ContextVar[CancelToken | None] = ContextVar("ultimate_jobs_running_token", default=None)
+
+
+@contextmanager
+def running(token: CancelToken) -> Iterator[None]:
+    """Run a job body under ``token`` in this thread (or task): see ``refuse_if_cancelled``."""
+    reset = _RUNNING.set(token)
+    try:
+        yield
+    finally:
+        _RUNNING.reset(reset)
+
+
+def refuse_if_cancelled(what: str) -> None:
+    """Inside a body whose run was cancelled, raise ``JobCancelled`` with the cancel's reason code
+    (``X_ABORTED``, ``X_DRAINING``, ``X_JOB_TIMEOUT``, ...): a cancelled body writes nothing, so
+    its ``what`` (an enqueue, a published event) is refused. Outside a body, nothing."""
+    token = _RUNNING.get()
+    if token is not None and token.is_set():
+        raise JobCancelled(token.reason or X_ABORTED, f"{what} refused: this run was cancelled ({token.reason}), "
+                           "and a cancelled body writes nothing.")
 
 
 @dataclass(slots=True, kw_only=True)

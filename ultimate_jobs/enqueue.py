@@ -26,6 +26,7 @@ from django.utils.module_loading import import_string
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import refuse_if_cancelled
 from ultimate_jobs.db import JOBS_CHANNEL, OUTBOX_CHANNEL, Store, store_for
 from ultimate_jobs.db.routing import alias_for_queue, check_route
 from ultimate_jobs.db.store import Inserted, JobRow
@@ -191,7 +192,9 @@ def submit(rows: list[JobRow], *, database: str | None = None, direct: bool = Fa
     transaction on ``database`` (the caller's database) its rows are staged there, in the caller's
     transaction, and the relay delivers them into the routed alias. ``stage_routed=True`` stages
     them so even with ``direct``: the scheduler's occurrence and its watermark commit together.
+    Inside a job body whose run was cancelled, raise ``JobCancelled`` with the cancel's code.
     """
+    refuse_if_cancelled("enqueue")
     conf = get_settings()
     home = database or conf.DATABASE
     if conf.QUEUE_DATABASES:  # the common case (no route) reads nothing per row

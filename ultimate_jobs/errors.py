@@ -162,6 +162,10 @@ X_JOB_CRASH_DIVERGED = register(
 X_EVENT_INVALID = register(
     "X_EVENT_INVALID", "Publish a JSON object as the payload under an event name of 1-200 printable characters."
 )
+X_JOB_EVENT_INVALID = register(
+    "X_JOB_EVENT_INVALID", "Publish a payload the wait's schema accepts (or widen the schema), then retry the job: "
+    "the stored payload is checked again."
+)
 X_PROGRESS_INVALID = register(
     "X_PROGRESS_INVALID", "Call ctx.progress(done, total=None, note=None) with finite numbers >= 0 and a short note."
 )
@@ -233,7 +237,7 @@ X_WEBHOOK_SIGNATURE_STALE = register(
     "X_WEBHOOK_SIGNATURE_STALE", "Check the receiving clock (NTP); a replayed old request is refused by design."
 )
 X_WEBHOOK_EVENT_ID_INVALID = register(
-    "X_WEBHOOK_EVENT_ID_INVALID", "Answer an event id of 1-200 printable ASCII characters from verify(), read "
+    "X_WEBHOOK_EVENT_ID_INVALID", "Answer an event id of 1-256 printable ASCII characters from verify(), read "
     "from signed data."
 )
 X_WEBHOOK_BODY_TOO_LARGE = register(

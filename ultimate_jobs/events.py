@@ -45,6 +45,7 @@ from typing import Any, Final
 
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.conf import get_settings
+from ultimate_jobs.context import refuse_if_cancelled
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.routing import aliases
 from ultimate_jobs.errors import X_EVENT_INVALID, JobsError
@@ -88,8 +89,10 @@ def publish_event(event: str, payload: dict[str, Any], *, tenant_id: str | None 
     waiters it woke at once.
 
     Raise ``X_EVENT_INVALID`` for a bad name, a bad tenant id or a payload that is not a JSON
-    object under ``MAX_PAYLOAD_BYTES``.
+    object under ``MAX_PAYLOAD_BYTES``; ``JobCancelled`` (the cancel's code) from a job body whose
+    run was cancelled.
     """
+    refuse_if_cancelled("publish_event")
     check_event_name(event)
     tenant = _active_tenant.get() if isinstance(tenant_id, _FromContext) else tenant_id
     if isinstance(tenant, int) and not isinstance(tenant, bool):

@@ -14,6 +14,9 @@ from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_QUEUE_INVALID, X_T
 
 QUEUE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,63}\Z")
 MAX_JOB_NAME_CHARS = 200
+# The one job every django.tasks task runs as (contrib.tasks); its input names the task's module
+# path, which the operator surfaces show and filter by.
+TASK_JOB = "django_tasks"
 
 
 def check_queue_name(queue: object, *, code: str = X_QUEUE_INVALID) -> str:

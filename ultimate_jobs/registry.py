@@ -24,6 +24,7 @@ def registered_jobs() -> list[AnyJobHandle]:
 
 
 def get_job_handle(name: str) -> AnyJobHandle | None:
+    """The job declared in this process under ``name``, or None (public: ``ultimate_jobs.get_job_handle``)."""
     return _registry.get(name)
 
 

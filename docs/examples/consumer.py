@@ -73,9 +73,8 @@ sync_orders = consumer(
 def main():
     from django.core.management import call_command
 
-    from ultimate_jobs import ops, registered_tasks
+    from ultimate_jobs import get_job_handle, ops, registered_tasks
     from ultimate_jobs.models import Job
-    from ultimate_jobs.registry import get_job_handle
     from ultimate_jobs.testing import run_job
 
     call_command("migrate", verbosity=0)

@@ -77,7 +77,8 @@ if __name__ == "__main__":
 #   attempt, attempts, backfill, claimed_by, concurrency_key, consumer, created_at, enqueued_by,
 #   error_code, executions, finished_at, id, idempotency_key, last_error, max_attempts, name,
 #   next_retry_at, payload, priority, progress, queue, result, run_at, run_id, sensitive,
-#   staged_id, started_at, state, steps, stop_reason, tenant_id, updated_at, visible_at, webhook
+#   staged_id, started_at, state, steps, stop_reason, task, tenant_id, updated_at, visible_at,
+#   webhook
 # state: dead | stop_reason: attempts-exhausted | steps: []
 # redacted payload: {'user_id': 6, 'password': '[redacted]'}
 # JSON-ready: True

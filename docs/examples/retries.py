@@ -49,7 +49,10 @@ def main() -> None:
     Worker(queues=["default"], burst=True).run()
     row = ops.get_job(result.id)
     print(row["state"], f"after {row['attempt']} attempts:", row["result"])
-    print("kept error:", row["last_error"].splitlines()[-1], "| code:", row["error_code"])
+    print("current error:", row["last_error"], "| code:", row["error_code"])  # done: none
+    failed = [a for a in row["attempts"] if a["outcome"] == "retried"]
+    print("earlier failures:", [a["error"].splitlines()[-1] for a in failed], "| codes:",
+          [a["error_code"] for a in failed])
 
 
 if __name__ == "__main__":
@@ -64,4 +67,5 @@ if __name__ == "__main__":
 # retry=3 means: [1.0, 2.0]
 # one jittered wait within [0.5, 1.0]: True
 # done after 3 attempts: {'charged': 7, 'final_attempt': True}
-# kept error: ConnectionError: gateway timed out (attempt 2 of 3) | code: X_JOB_FAILED
+# current error: None | code: None
+# earlier failures: ['ConnectionError: gateway timed out (attempt 1 of 3)', 'ConnectionError: gateway timed out (attempt 2 of 3)'] | codes: ['X_JOB_FAILED', 'X_JOB_FAILED']

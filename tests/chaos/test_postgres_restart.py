@@ -33,8 +33,8 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres_only]
 
 TOTAL = int(os.environ.get("JOBS_CHAOS_JOBS", "4000"))
 RESTARTS = int(os.environ.get("JOBS_CHAOS_RESTARTS", "2"))
-EVENTS = ("jobs.claim.failed", "jobs.settle.failed", "jobs.rescue.failed", "jobs.heartbeat.failed",
-          "jobs.listen.lost", "jobs.attempt.failed", "jobs.worker.presence-failed", "jobs.settle.lost",
+EVENTS = ("jobs.worker.tick-failed", "jobs.worker.settle-failed", "jobs.rescue.failed", "jobs.heartbeat.failed",
+          "jobs.listen.lost", "jobs.attempt.failed", "jobs.worker.presence-failed", "jobs.settle.unowned",
           "jobs.lease.rescued", "jobs.claim.reconciled")
 
 
@@ -101,8 +101,8 @@ def test_a_postgres_restart_under_load_loses_no_job(started_worker: Start, clust
     events = {w.pid: {e: log_text(w).count(e) for e in EVENTS if e in log_text(w)} for w in workers}
     for w in workers:
         text = log_text(w)
-        assert any(e in text for e in ("jobs.claim.failed", "jobs.settle.failed", "jobs.heartbeat.failed")), (
-            f"worker {w.pid} never noticed the restart:\n{tail(w)}")
+        noticed = ("jobs.worker.tick-failed", "jobs.worker.settle-failed", "jobs.heartbeat.failed")
+        assert any(e in text for e in noticed), f"worker {w.pid} never noticed the restart:\n{tail(w)}"
         assert "retry_in=" in text  # it backed off
         assert "jobs.listen.lost" in text  # and its LISTEN session re-dialled
         # No worker died, so no job waited for its lease to lapse: a claim that committed as the

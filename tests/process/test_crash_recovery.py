@@ -122,7 +122,7 @@ def test_a_stalled_worker_cannot_overwrite_the_job_another_worker_reclaimed(
     assert settled["attempt"] == 2 and f":{rescuer.pid}:" in settled["claimed_by"]
 
     # The stalled worker wakes, finds the run is no longer its own, and writes nothing to the row.
-    wait_until(lambda: any(event in log_text(stalled) for event in ("jobs.settle.lost", "jobs.lease.lost")),
+    wait_until(lambda: any(event in log_text(stalled) for event in ("jobs.settle.unowned", "jobs.lease.lost")),
                timeout=15, procs=(stalled,), what="the stalled worker noticed it lost the run")
     stalled.signal(signal.SIGTERM)
     code, _ = wait_exit(stalled, timeout=15)

@@ -164,7 +164,7 @@ def test_a_claim_whose_commit_answer_was_lost_still_runs_its_jobs(started_worker
     results = record_once.enqueue_many([{"key": f"lost-{n}"} for n in range(3)])
     ids = [r.id for r in results]
     wait_until(proxy.struck.is_set, timeout=20, procs=(worker,), what="a claim committed and its answer lost")
-    wait_until(lambda: "jobs.claim.failed" in log_text(worker), timeout=10, procs=(worker,),
+    wait_until(lambda: "jobs.worker.tick-failed" in log_text(worker), timeout=10, procs=(worker,),
                what="the worker saw the claim fail")
     # The claim did land: the rows read running, under this worker, though it holds none of them.
     claimed = Job.objects.filter(id__in=ids, state="running", claimed_by__contains=f":{worker.pid}:")

@@ -36,7 +36,7 @@ def test_cancelling_a_running_job_stops_its_body_and_the_row_stays_cancelled(sta
     wait_until(lambda: f"jobs.run.cancelled job_id={obeys.id}" in log_text(worker), timeout=20,
                procs=(worker,), what="the cooperative body stopped")
     # The one that ignores the cancel returns normally; its 'done' settle is fenced out.
-    wait_until(lambda: f"jobs.settle.lost job_id={ignores.id}" in log_text(worker), timeout=20,
+    wait_until(lambda: f"jobs.settle.unowned job_id={ignores.id}" in log_text(worker), timeout=20,
                procs=(worker,), what="the ignoring body's settle refused")
 
     assert not Effect.objects.filter(key="after:obeys").exists()  # its remaining effect never happened

@@ -66,7 +66,7 @@ def test_a_killed_listen_connection_is_redialled_and_the_poll_covers_the_gap(sta
     lost = [line for line in text.splitlines() if "jobs.listen.lost" in line]
     assert len(lost) == 1 and "retry_in=" in lost[0], lost
     # Only the listener was cut: no claim or settle failed, the process is the same one.
-    assert "jobs.claim.failed" not in text and "jobs.settle.failed" not in text, text[-3000:]
+    assert "jobs.worker.tick-failed" not in text and "jobs.worker.settle-failed" not in text, text[-3000:]
     assert worker.proc.poll() is None
     assert others <= set(backends()), (others, backends())  # every other session of the worker lives on
     assert waited < 3.0

@@ -41,7 +41,7 @@ def test_sigterm_to_an_idle_worker_exits_zero_within_one_poll_interval(
     assert code == 0, log_text(worker)
     assert took < idle_poll_max + EXIT_MARGIN, f"exited {took:.2f}s after SIGTERM"
     out = log_text(worker)
-    assert "jobs.worker.draining" in out and "jobs.worker.stopped" in out
+    assert "jobs.worker.drain-signalled" in out and "jobs.worker.stopped" in out
     assert_stopped_with(worker, claimed=0, settled=0, interrupted=0, lost=0)
 
 
@@ -74,7 +74,7 @@ def test_a_body_ignoring_the_drain_is_abandoned_at_the_drain_timeout_and_reclaim
     code, took = wait_exit(worker, timeout=15)
     assert code == 0, log_text(worker)
     # Abandoned at the deadline (measured on the worker's own log clock) ...
-    waited = logged_at(worker, "jobs.worker.drain-abandoned") - logged_at(worker, "jobs.worker.draining")
+    waited = logged_at(worker, "jobs.worker.drain-abandoned") - logged_at(worker, "jobs.worker.drain-signalled")
     assert 0.45 <= waited < 1.0, f"the drain deadline was 0.5s; abandoned after {waited:.2f}s"
     assert str(result.id) in log_text(worker)
     # ... and out soon after (the worker gives idle body threads up to 1s to close their connections).
@@ -96,7 +96,7 @@ def test_a_second_signal_exits_at_once(started_worker: Start) -> None:
     wait_until(lambda: Job.objects.filter(id=result.id, state="running").exists(), timeout=20,
                procs=(worker,), what="the sleeper claimed")
     worker.signal(signal.SIGTERM)
-    wait_until(lambda: "jobs.worker.draining" in log_text(worker), timeout=10, procs=(worker,),
+    wait_until(lambda: "jobs.worker.drain-signalled" in log_text(worker), timeout=10, procs=(worker,),
                what="the worker draining")
     assert worker.proc.poll() is None  # still waiting for the body that ignores the drain
 

@@ -65,6 +65,33 @@ def test_a_bad_zone_is_refused_with_its_value_and_the_fix(tz: object, cause: str
     assert refused_task(tz=tz) == ("X_TASK_DECLARATION_INVALID", cause, TZ_FIX)
 
 
+@pytest.mark.parametrize(("tz", "cause", "fix"), [
+    ("EST", "tz='EST' is a legacy abbreviation, not the zone of a place: a fixed UTC-05:00 all year, with no "
+     "daylight saving.", 'Use the IANA zone of the place: "America/New_York" (Eastern time, with daylight '
+     'saving), or "America/Panama" for UTC-05:00 all year.'),
+    ("CET", "tz='CET' is a legacy abbreviation, not the zone of a place.",
+     'Use the IANA zone of the place: "Europe/Berlin", "Europe/Paris" or your city\'s zone.'),
+    ("PST8PDT", "tz='PST8PDT' is a legacy abbreviation, not the zone of a place.",
+     'Use the IANA zone of the place: "America/Los_Angeles".'),
+    ("Etc/GMT+5", "tz='Etc/GMT+5' is a fixed offset (UTC-05:00 all year, no daylight saving), not the zone of a "
+     "place.", 'Use the IANA zone of the place the task follows, e.g. "America/Bogota" or "Europe/Berlin"; '
+     '"UTC" for no zone at all.'),
+    ("Etc/GMT-14", "tz='Etc/GMT-14' is a fixed offset (UTC+14:00 all year, no daylight saving), not the zone of "
+     "a place.", 'Use the IANA zone of the place the task follows, e.g. "America/Bogota" or "Europe/Berlin"; '
+     '"UTC" for no zone at all.'),
+])
+def test_a_legacy_abbreviation_or_fixed_offset_zone_is_refused_naming_the_place_zone(tz: str, cause: str,
+                                                                                     fix: str) -> None:
+    # Each loads as a zone (tzdata ships them); each would run an occurrence at the wrong hour.
+    assert ZoneInfo(tz) is not None
+    assert refused_task(tz=tz) == ("X_TASK_DECLARATION_INVALID", cause, fix)
+
+
+@pytest.mark.parametrize("tz", ["UTC", "Etc/UTC", "GMT", "Etc/GMT0", "US/Eastern", "America/Bogota"])
+def test_utc_and_the_zones_of_places_are_accepted(tz: str) -> None:
+    assert Schedule.parse("0 3 * * *", tz).tz.key == tz
+
+
 def test_a_zone_the_system_loads_but_iana_does_not_list_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cron_module, "_zone_names", lambda: frozenset({"UTC"}))  # planted: Berlin is not listed
     assert refused_task(tz="Europe/Berlin") == (

@@ -111,7 +111,7 @@ def job_context(job: ops.JobDetail, actions: Sequence[str]) -> dict[str, Any]:
               "output_json": None if s["output"] is None else json.dumps(s["output"], ensure_ascii=False)}
              for s in job["steps"]]
     return {
-        "title": f"{job['name']} \u00b7 {job['state']}", "job": job,
+        "title": f"{job.get('task') or job['name']} \u00b7 {job['state']}", "job": job,
         "buttons": [{"action": a, "label": BUTTONS[a][1],
                      "url": reverse("admin:ultimate_jobs_job_action", args=[job["id"], a])} for a in actions],
         "failed_step": failed_step(job), "timeline": timeline, "steps": steps,

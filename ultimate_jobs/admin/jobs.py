@@ -16,7 +16,8 @@ from urllib.parse import quote
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, TextField
+from django.db.models import Case, Q, TextField, When
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Left
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -34,8 +35,9 @@ from ultimate_jobs.admin.scope import tenant_scope
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db.routing import alias_for_queue, is_routed
 from ultimate_jobs.errors import JobsError
+from ultimate_jobs.names import TASK_JOB
 from ultimate_jobs.ops import routes
-from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix
+from ultimate_jobs.ops.rows import id_prefix_range, is_id_prefix, name_match
 from ultimate_jobs.redact import preview_json, redact_text
 from ultimate_jobs.registry import get_job_handle, registered_jobs
 
@@ -88,6 +90,11 @@ class NameFilter(_DeclaredFilter):
         queue = request.GET.get("queue")  # with a queue chosen, the jobs declared on it
         return {h.name for h in registered_jobs() if not queue or h.queue == queue}
 
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        # A Django task's module path (the link in its row) filters its rows, as in ops and the CLI.
+        value = self.value()
+        return queryset.filter(name_match(value)) if value else queryset
+
 
 class JobAdmin(_JobModelAdmin):
     list_display = ("job_id", "state_badge", "job_name", "tenant", "attempt_count", "updated", "short_error",
@@ -119,7 +126,8 @@ class JobAdmin(_JobModelAdmin):
             query = query.filter(tenant_id=tenant)
         return (query.only("id", "name", "queue", "state", "tenant_id", "attempt", "max_attempts", "run_at",
                            "created_at", "updated_at", "last_error", "error_code")
-                .annotate(payload_head=Left(Cast("payload", TextField()), PREVIEW_CHARS)))
+                .annotate(payload_head=Left(Cast("payload", TextField()), PREVIEW_CHARS),
+                          task_path=Case(When(name=TASK_JOB, then=KT("payload__task")), default=None)))
 
     def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> tuple[Any, bool]:
         term = search_term.strip()
@@ -147,7 +155,12 @@ class JobAdmin(_JobModelAdmin):
     @admin.display(description="job · queue", ordering="name")
     def job_name(self, obj: Any) -> str:
         # A break opportunity after each dot: "payments.capture" wraps whole words, never "capt|ure".
-        parts = format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in obj.name.split(".")))
+        path = getattr(obj, "task_path", None)
+        shown = path if isinstance(path, str) and path else obj.name
+        parts = format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in shown.split(".")))
+        if shown != obj.name:  # a Django task: its own path, a link to its rows
+            return format_html('<a href="?name={}" title="django.tasks task">{}</a><span class="uj-queue">{}</span>',
+                               quote(shown), parts, obj.queue)
         return format_html('{}<span class="uj-queue">{}</span>', parts, obj.queue)
 
     @admin.display(description="tenant", ordering="tenant_id")

@@ -227,7 +227,7 @@ class Store(Protocol):
     def job_settle_many(self, *, settlements: Sequence[Settlement], now: datetime | None) -> set[UUID]:
         """Settle finished attempts; answer the ids that settled. Fenced: a settlement whose row is
         no longer ``running`` under its ``claim`` is absent from the answer (the worker logs
-        ``jobs.settle.lost`` and runs nothing that waited for the settle).
+        ``jobs.settle.unowned`` and runs nothing that waited for the settle).
 
         ``retry`` lands ``delayed`` (``delay > 0``) or ``ready``; ``retry``, ``ready`` and
         ``suspended`` are due again at ``now + delay``; a final state (done, failed, dead,

@@ -29,7 +29,7 @@ leading ``/``, ``<converter:name>`` segments become ``inbound.params``), ``tenan
 The view answers ``POST`` only (405 otherwise). It reads at most ``max_bytes`` (over is 413 with
 ``X_WEBHOOK_BODY_TOO_LARGE``, decided while reading, never after buffering the rest), calls
 ``verify`` (a raise is 401 with the error's code when it is a ``JobsError``, else
-``X_WEBHOOK_SIGNATURE_INVALID``; nothing is queued), checks the event id (1-200 printable ASCII,
+``X_WEBHOOK_SIGNATURE_INVALID``; nothing is queued), checks the event id (1-256 printable ASCII,
 else 422 ``X_WEBHOOK_EVENT_ID_INVALID``) and the payload (JSON, else 422
 ``X_WEBHOOK_EVENT_INVALID``), enqueues the job (key: the event id; the payload is stored
 ``sensitive``) with a direct insert, and only after that row is committed answers
@@ -144,7 +144,7 @@ def _read(request: HttpRequest, limit: int) -> bytes | None:
 def _event_id(value: object) -> str | None:
     if is_whole(value):
         value = str(value)
-    if isinstance(value, str) and 1 <= len(value) <= 200 and all(33 <= ord(c) < 127 for c in value):
+    if isinstance(value, str) and 1 <= len(value) <= 256 and all(33 <= ord(c) < 127 for c in value):
         return value
     return None
 

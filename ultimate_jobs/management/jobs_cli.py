@@ -21,6 +21,8 @@ from typing import IO, Any
 from ultimate_jobs import clock, ops
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.management.render import Screen, clean
+from ultimate_jobs.ops.types import BackfillRunInfo
+from ultimate_jobs.registry import get_job_handle
 
 EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY, EXIT_UNCONFIRMED = 0, 1, 3, 4
 
@@ -32,6 +34,23 @@ def _last_line(text: str | None) -> str | None:
 
 
 _LIST_COLUMNS = ("id", "state", "queue", "name", "tenant_id", "attempt", "run_at", "error_code")
+_PASS_COLUMNS = ("name", "job_id", "batches", "rows", "last_cursor", "started_at", "updated_at")
+_LIVE = (None, "ready", "delayed", "running", "suspended")
+
+
+def _passes_in_flight(*, state: str | None = None, queue: str | None = None, name: str | None = None,
+                      tenant_id: str | None = None, id_prefix: str | None = None, after: str | None = None,
+                      before: str | None = None, **_: Any) -> list[BackfillRunInfo]:
+    """The backfill passes in flight (ledger ``running``), with rows so far and the cursor, that the
+    ``ls`` filters leave in: shown with the first page, under a live or no ``--state``."""
+    if state not in _LIVE or id_prefix or after or before:
+        return []
+    passes = ops.backfill_runs(name=name, status="running")
+    if tenant_id is not None:
+        passes = [p for p in passes if p["tenant_id"] == tenant_id]
+    if queue is not None:
+        passes = [p for p in passes if getattr(get_job_handle(str(p["name"])), "queue", queue) == queue]
+    return passes
 
 
 class JobsCLI:
@@ -75,14 +94,18 @@ class JobsCLI:
 
     def do_ls(self, **filters: Any) -> int:
         page = ops.list_jobs(**{k: v for k, v in filters.items() if v is not None})
+        passes = _passes_in_flight(**filters)
 
-        def human() -> None:
-            self._table(page["jobs"], _LIST_COLUMNS, empty="no jobs match")
+        def human() -> None:  # a Django task is named by its own module path, not the one job all run as
+            rows = [{**job, "name": job.get("task") or job["name"]} for job in page["jobs"]]
+            self._table(rows, _LIST_COLUMNS, empty="no jobs match")
             if page["next"]:
                 self.console.print(f"older: --after {page['next']}")
             if page["previous"]:
                 self.console.print(f"newer: --before {page['previous']}")
-        return self._answer(page, human)
+            if passes:
+                self._table(passes, _PASS_COLUMNS, title="backfill passes in flight")
+        return self._answer({**page, "backfills": passes}, human)
 
     def do_show(self, *, id: str) -> int:
         job = ops.get_job(ops.resolve_job_id(id))
@@ -145,6 +168,13 @@ class JobsCLI:
     def do_rm(self, *, id: str | None, all: bool, yes: bool = False, **filters: Any) -> int:
         return self._one_or_many("rm", ops.remove_job, ops.remove_many, id, filters, all, yes)
 
+    def do_enqueue(self, *, name: str, input: str, queue: str | None, delay: str | None,
+                   tenant_id: str | None) -> int:
+        job = ops.enqueue_job(name, input, queue=queue, delay=delay, tenant_id=tenant_id, by=self.by)
+        how = "staged (the relay publishes it)" if job["staged"] else (
+            "deduped into the live job holding its key" if job["deduped"] else "enqueued")
+        return self._answer(job, lambda: self.console.print(f"{job['id']}: {how} ({job['name']} on {job['queue']})"))
+
     def do_cancel(self, *, id: str, reason: str | None) -> int:
         job = ops.cancel_job(ops.resolve_job_id(id), reason=reason, by=self.by)
         return self._answer(job, lambda: self.console.print(
@@ -157,8 +187,8 @@ class JobsCLI:
         data = {"queues": stats, "paused": ops.paused_queues(), "outcomes": outcomes, "overview": ops.overview()}
 
         def human() -> None:
-            self._table(stats, ("queue", "ready", "delayed", "running", "suspended", "failed", "dead", "done",
-                                "cancelled", "oldest_ready_age", "paused"), title="queues", empty="no queues")
+            self._table(stats, ("queue", "staged", "ready", "delayed", "running", "suspended", "failed", "dead",
+                                "done", "cancelled", "oldest_ready_age", "paused"), title="queues", empty="no queues")
             rows = [{"outcome": k, "count": v} for k, v in sorted(outcomes["totals"].items())]
             self._table(rows, ("outcome", "count"), title=f"outcomes since {outcomes['since']}",
                         empty="nothing settled")
@@ -188,8 +218,8 @@ class JobsCLI:
     def do_workers(self) -> int:
         rows = ops.workers()  # --json: an object like every other subcommand's, the list under "workers"
         return self._answer({"workers": rows}, lambda: self._table(
-            rows, ("id", "host", "pid", "queues", "slots", "in_flight_count", "started_at", "last_heartbeat_at"),
-            empty="no live workers"))
+            rows, ("id", "status", "host", "pid", "queues", "slots", "in_flight_count", "started_at",
+                   "last_heartbeat_at", "last_heartbeat_age"), empty="no workers"))
 
     def do_tasks(self, *, pause: str | None, resume: str | None) -> int:
         if pause:

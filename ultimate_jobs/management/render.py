@@ -12,6 +12,7 @@ can move the cursor, rewrite the screen or set the window title. They are shown 
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,9 @@ class Screen:
         if Console is not None:
             width = None if stream.isatty() else 160
             self.rich = Console(file=stream, width=width, highlight=False, soft_wrap=False)
+            # A closed pipe (`jobs stats | head`) is for the command to end (exit 141), as it does
+            # without rich; rich's own answer is exit 1, which the commands use for a refusal.
+            self.rich.on_broken_pipe = _reader_gone
 
     def print(self, text: object = "", *, markup: bool = False) -> None:
         """One line of text, controls escaped; never interpreted as ``rich`` markup."""
@@ -79,6 +83,10 @@ class Screen:
         widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]
         for line in [list(columns), ["-" * w for w in widths], *cells]:
             self.stream.write("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() + "\n")
+
+
+def _reader_gone() -> None:
+    raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
 def cell(value: Any) -> str:

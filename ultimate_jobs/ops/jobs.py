@@ -7,8 +7,8 @@ row deduplicated into) and ``list_jobs`` (newest first, ``after``/``before`` cur
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID
 
@@ -20,7 +20,7 @@ from ultimate_jobs.factories.webhook.declaration import get_webhook
 from ultimate_jobs.factories.webhook.ledger import deliveries_of
 from ultimate_jobs.ids import parse_uuid
 from ultimate_jobs.jsoncodec import iso as _iso
-from ultimate_jobs.models import BackfillRun, Job, JobStep, OutboxEntry
+from ultimate_jobs.models import BackfillRun, JobStep, OutboxEntry
 from ultimate_jobs.ops import routes
 from ultimate_jobs.ops.queues import ledger_row
 from ultimate_jobs.ops.rows import LIST_FIELDS as _LIST_FIELDS
@@ -34,6 +34,7 @@ from ultimate_jobs.redact import redact, redact_text
 from ultimate_jobs.registry import get_job_handle
 
 MAX_PAGE = 200
+STAGED = "staged"  # list_jobs(state=...): an enqueue staged in the outbox, not a job row yet
 _STAGED_FIELDS = (
     "id", "run_id", "name", "queue", "priority", "payload", "idempotency_key", "tenant_id", "enqueued_by",
     "max_attempts", "run_at", "concurrency_key", "staged_at", "published_at", "job_id",
@@ -72,7 +73,8 @@ def _get_job(job_id: str | UUID) -> JobDetail:
     job = _shape(row)
     job["staged_id"] = staged_id
     job["attempts"] = [AttemptInfo(attempt=int(a.get("attempt") or 0), worker=a.get("worker"),
-                                   started_at=a.get("started_at"), finished_at=a.get("finished_at"),
+                                   started_at=_instant(a.get("started_at")),
+                                   finished_at=_instant(a.get("finished_at")),
                                    outcome=str(a.get("outcome")),
                                    error_code=a.get("error_code"), error=redact_text(a.get("error")))
                        for a in attempts]
@@ -90,6 +92,19 @@ def _get_job(job_id: str | UUID) -> JobDetail:
     payload = row.get("payload")
     job["consumer"] = consumer_status(job["name"], payload.get("key")) if isinstance(payload, dict) else None
     return cast(JobDetail, job)
+
+
+def _instant(value: Any) -> Any:
+    """An attempt's stored timestamp as every other ``ops`` timestamp reads: ISO 8601 in UTC with a
+    ``Z`` (the stores write ``+00:00``). A value that is no aware timestamp (an old or odd row) is
+    answered as it is, never refused."""
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return value if moment.tzinfo is None else _iso(moment.astimezone(UTC))
 
 
 def _ledger_row(run_id: UUID) -> BackfillRunInfo | None:
@@ -128,12 +143,26 @@ def list_jobs(*, queue: str | None = None, name: str | None = None, state: str |
               tenant_id: str | None = None, id_prefix: str | None = None, created_from: datetime | None = None,
               created_to: datetime | None = None, limit: int = 50, after: str | None = None,
               before: str | None = None) -> JobPage:
-    """A keyset page of jobs, newest first: ``{"jobs": [...], "next": cursor, "previous": cursor}``."""
+    """A keyset page of jobs, newest first: ``{"jobs": [...], "next": cursor, "previous": cursor}``.
+
+    ``state="staged"`` pages the enqueues staged in the outbox that the relay has not published
+    yet (shaped as ``get_job`` answers them); the other states page the job table.
+    """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise JobsError(X_JOB_INPUT_INVALID, f"limit={limit!r} must be 1 to {MAX_PAGE}.",
                         f"Page with after=/before= cursors, at most {MAX_PAGE} rows a page.")
     if after is not None and before is not None:
         raise JobsError(X_JOB_INPUT_INVALID, "list_jobs takes after= or before=, not both.")
+    if state == STAGED:
+        staged = _outbox().filter(published_at__isnull=True, **{k: v for k, v in (
+            ("queue", queue), ("name", name), ("tenant_id", tenant_id)) if v is not None})
+        if created_from is not None:
+            staged = staged.filter(staged_at__gte=created_from)
+        if created_to is not None:
+            staged = staged.filter(staged_at__lt=created_to)
+        if id_prefix:
+            staged = _id_prefix(staged, id_prefix)
+        return _page(staged, _STAGED_FIELDS, _staged_summary, limit=limit, after=after, before=before)
     query = filter_jobs(_jobs(), state=state, queue=queue, name=name, tenant_id=tenant_id)
     if created_from is not None:
         query = query.filter(created_at__gte=created_from)
@@ -141,26 +170,39 @@ def list_jobs(*, queue: str | None = None, name: str | None = None, state: str |
         query = query.filter(created_at__lt=created_to)
     if id_prefix:
         query = _id_prefix(query, id_prefix)
+    return _page(query, _LIST_FIELDS, lambda r: cast(JobSummary, _shape(r)), limit=limit, after=after, before=before)
+
+
+def _page(query: QuerySet[Any], fields: tuple[str, ...], shape: Callable[[dict[str, Any]], JobSummary], *,
+          limit: int, after: str | None, before: str | None) -> JobPage:
+    """One keyset page of ``query`` by id, newest first, each row through ``shape``."""
     if after is not None:
         rows = list(query.filter(id__lt=parse_uuid(after, subject="after")).order_by("-id")
-                    .values(*_LIST_FIELDS)[: limit + 1])
+                    .values(*fields)[: limit + 1])
         more_older, more_newer = len(rows) > limit, True
         rows = rows[:limit]
     elif before is not None:
         rows = list(query.filter(id__gt=parse_uuid(before, subject="before")).order_by("id")
-                    .values(*_LIST_FIELDS)[: limit + 1])
+                    .values(*fields)[: limit + 1])
         more_newer, more_older = len(rows) > limit, True
         rows = list(reversed(rows[:limit]))
     else:
-        rows = list(query.order_by("-id").values(*_LIST_FIELDS)[: limit + 1])
+        rows = list(query.order_by("-id").values(*fields)[: limit + 1])
         more_older, more_newer = len(rows) > limit, False
         rows = rows[:limit]
-    jobs = [cast(JobSummary, _shape(r)) for r in rows]
+    jobs = [shape(r) for r in rows]
     return JobPage(jobs=jobs, next=jobs[-1]["id"] if jobs and more_older else None,
                    previous=jobs[0]["id"] if jobs and more_newer else None)
 
 
-def _id_prefix(query: QuerySet[Job], prefix: str) -> QuerySet[Job]:
+def _staged_summary(entry: dict[str, Any]) -> JobSummary:
+    """A staged outbox row as a row of ``list_jobs``: ``get_job``'s answer for it, list fields only."""
+    job = _staged(entry)
+    return cast(JobSummary, {k: v for k, v in job.items() if k in _LIST_FIELDS or k in ("next_retry_at",
+                                                                                        "sensitive", "task")})
+
+
+def _id_prefix(query: QuerySet[Any], prefix: str) -> QuerySet[Any]:
     """Jobs whose id starts with ``prefix`` (hex, dashes optional), as a range on the primary key."""
     low, high = id_prefix_range(prefix)
     return query.filter(id__gte=low, id__lte=high)

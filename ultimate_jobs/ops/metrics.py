@@ -16,11 +16,14 @@ Needs the ``metrics`` extra (``pip install ultimate-jobs[metrics]``: prometheus-
 Series (each scrape reads them fresh; any web process can serve them, no worker needed):
 
 - ``queue_depth{queue}`` gauge: jobs runnable now (ready, or delayed whose run_at passed);
+- ``queue_demand{queue}`` gauge: the worker slots the queue wants now, runnable plus running jobs
+  — what a worker autoscaler reads: depth alone falls to 0 while the slots are busy and would scale
+  the workers that hold them away;
 - ``queue_oldest_ready_seconds{queue}`` gauge: how long the oldest runnable job has waited (0
   when none) — alert when it passes your latency budget;
 - ``queue_dead_jobs{queue}`` gauge: dead-lettered jobs kept (a queue that filled overnight and
   stopped growing shows here, where a counter's rate is flat);
-- ``queue_jobs{queue,state}`` gauge: every row in exactly one state;
+- ``queue_jobs{queue,state}`` gauge: every row in exactly one state (``staged``: in the outbox);
 - ``queue_paused{queue}`` gauge: 1 while paused;
 - ``jobs_total{queue,outcome}`` counter: attempts settled (done, retried, failed, dead,
   interrupted, suspended, cancelled);
@@ -50,6 +53,8 @@ class JobsCollector:
 
         stats = queue_stats()
         depth = GaugeMetricFamily("queue_depth", "Jobs runnable now (ready, or delayed and due).", labels=["queue"])
+        demand = GaugeMetricFamily("queue_demand", "Worker slots the queue wants now: runnable plus running jobs.",
+                                   labels=["queue"])
         oldest = GaugeMetricFamily("queue_oldest_ready_seconds", "Seconds the oldest runnable job has waited.",
                                    labels=["queue"])
         dead = GaugeMetricFamily("queue_dead_jobs", "Dead-lettered jobs kept.", labels=["queue"])
@@ -58,12 +63,13 @@ class JobsCollector:
         paused = GaugeMetricFamily("queue_paused", "1 while the queue is paused.", labels=["queue"])
         for q in stats:
             depth.add_metric([q["queue"]], q["ready"])
+            demand.add_metric([q["queue"]], q["ready"] + q["running"])
             oldest.add_metric([q["queue"]], q["oldest_ready_age"] or 0.0)
             dead.add_metric([q["queue"]], q["dead"])
             paused.add_metric([q["queue"]], 1 if q["paused"] else 0)
-            for state in ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"):
+            for state in ("staged", "ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"):
                 states.add_metric([q["queue"], state], q[state])
-        yield from (depth, oldest, dead, states, paused)
+        yield from (depth, demand, oldest, dead, states, paused)
 
         settled = CounterMetricFamily("jobs", "Attempts settled, per queue and outcome.", labels=["queue", "outcome"])
         lost = CounterMetricFamily("job_leases_lost", "Runs whose worker lost the lease.", labels=["queue"])
@@ -79,7 +85,7 @@ class JobsCollector:
                 lost.add_metric([q["queue"]], 0)  # present from the first scrape, so increase() sees the first loss
         yield from (settled, lost)
 
-        live = workers()
+        live = [w for w in workers() if w["status"] == "alive"]  # not the presumed dead
         in_flight = GaugeMetricFamily("worker_in_flight", "Runs a live worker holds.", labels=["worker"])
         capacity = GaugeMetricFamily("worker_capacity", "Slots a live worker has.", labels=["worker"])
         for w in live:

@@ -155,7 +155,8 @@ def overview(*, tenant_id: str | None = None) -> Overview:
               for name, (width, count) in WINDOWS.items()}
     queues = [_queue(stats, series.get(stats["queue"]) or _empty(starts)) for stats in queue_stats()]
     due = sorted((t for t in scheduled_tasks() if t["next_run"] and not t["paused"]), key=lambda t: str(t["next_run"]))
-    return Overview(at=iso(now), tenant_id=None, queues=queues, workers=workers(), tasks_due=due[:TASKS_SHOWN],
+    alive = [w for w in workers() if w["status"] == "alive"]  # the presumed dead are on the workers page
+    return Overview(at=iso(now), tenant_id=None, queues=queues, workers=alive, tasks_due=due[:TASKS_SHOWN],
                     dead_last_day=dead, dead_last_day_count=dead_count)
 
 

@@ -2,7 +2,7 @@
 
 ``pause_queue`` / ``resume_queue`` / ``paused_queues`` (a paused queue is skipped by the claim
 statement itself, fleet-wide, within one poll; enqueues still land), ``queue_stats()`` (per
-queue, every row in exactly one bucket), ``workers()`` (live ``WorkerHeartbeat`` rows),
+queue, every row in exactly one bucket), ``workers()`` (``WorkerHeartbeat`` rows, alive or presumed dead),
 ``backfill_runs()`` (the backfill ledger) and ``scheduled_tasks()`` (one row per task, read through
 ``ops.schedule``).
 
@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from django.db.models import Count, Min, Q
+from django.db.models import BooleanField, Case, Count, Min, Q, Value, When
 
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import iso, plain
-from ultimate_jobs.models import BackfillRun, QueuePause, WorkerHeartbeat
+from ultimate_jobs.models import BackfillRun, OutboxEntry, QueuePause, WorkerHeartbeat
 from ultimate_jobs.models.backfills import STATUSES
 from ultimate_jobs.names import check_queue_name
 from ultimate_jobs.ops import audit, routes
@@ -39,6 +39,7 @@ from ultimate_jobs.ops.types import (
 )
 from ultimate_jobs.redact import redact_text
 from ultimate_jobs.registry import registered_jobs
+from ultimate_jobs.runtime.presence import EXPIRED_KEPT
 
 if TYPE_CHECKING:
     from ultimate_jobs.ops.audit import Actor
@@ -87,7 +88,8 @@ def paused_queues() -> list[PausedQueue]:
 def queue_stats() -> list[QueueStats]:
     """Per queue, sorted by name: a count per bucket and the oldest ready job's age.
 
-    Buckets: ``ready`` (runnable now: state ready, or delayed whose ``run_at`` has passed),
+    Buckets: ``staged`` (enqueued inside a transaction that committed, waiting in the outbox for
+    the relay to publish it), ``ready`` (runnable now: state ready, or delayed whose ``run_at`` has passed),
     ``delayed`` (waiting on a future ``run_at``), ``running``, ``suspended``, ``done``,
     ``failed``, ``dead``, ``cancelled``; every row is in exactly one, so they add up to
     ``total``. ``oldest_ready_age`` is seconds since the oldest ready job became runnable (None
@@ -113,6 +115,10 @@ def queue_stats() -> list[QueueStats]:
             entry[state] = entry.get(state, 0) + row["n"]
         if row["oldest"] is not None and (row["queue"] not in oldest or row["oldest"] < oldest[row["queue"]]):
             oldest[row["queue"]] = row["oldest"]
+    for queue, count in _staged_counts().items():
+        entry = stats.setdefault(queue, _empty(queue))
+        entry["staged"] += count
+        entry["total"] += count
     reading = clock.now()
     for queue, entry in stats.items():
         entry["paused"] = queue in paused
@@ -122,21 +128,43 @@ def queue_stats() -> list[QueueStats]:
     return [cast(QueueStats, stats[q]) for q in sorted(stats)]
 
 
+def _staged_counts() -> dict[str, int]:
+    """Unpublished outbox rows per queue (the relay's claim index holds exactly these)."""
+    rows = (OutboxEntry.objects.using(alias()).filter(published_at__isnull=True).values("queue").order_by()
+            .annotate(n=Count("id")))
+    return {row["queue"]: row["n"] for row in rows}
+
+
 def _empty(queue: str) -> dict[str, Any]:
-    return {"queue": queue, **{b: 0 for b in BUCKETS}, "total": 0, "oldest_ready_at": None,
+    return {"queue": queue, "staged": 0, **{b: 0 for b in BUCKETS}, "total": 0, "oldest_ready_at": None,
             "oldest_ready_age": None, "paused": False}
 
 
 @routes.each_database(routes.concatenated)
 def workers() -> list[WorkerInfo]:
-    """Live workers (a row expires one visibility timeout after its last heartbeat), by id:
-    ``[{"id", "host", "pid", "queues", "slots", "in_flight", "in_flight_count", "started_at",
-    "last_heartbeat_at", "expires_at"}]``."""
-    rows = (WorkerHeartbeat.objects.using(alias()).filter(expires_at__gt=write_now()).order_by("id")
-            .values("id", "host", "pid", "queues", "slots", "in_flight", "started_at", "last_heartbeat_at",
-                    "expires_at"))
-    return [cast(WorkerInfo, {**{k: plain(v) for k, v in row.items()}, "in_flight_count": len(row["in_flight"] or [])})
-            for row in rows]
+    """Workers by id: ``[{"id", "host", "pid", "queues", "slots", "in_flight", "in_flight_count",
+    "started_at", "last_heartbeat_at", "last_heartbeat_age", "expires_at", "status"}]``.
+
+    ``status`` is ``"alive"`` while the last heartbeat is within the worker's visibility timeout
+    (its row's ``expires_at``, on the database's clock), else ``"presumed-dead"``: a worker killed
+    with SIGKILL (or cut off) never deletes its row, so it is listed as presumed dead — its held
+    jobs are rescued once their leases lapse — until its row is swept an hour later. A worker that
+    stopped cleanly deleted its row and is not listed. ``last_heartbeat_age`` is in seconds.
+    """
+    now = write_now()
+    rows = (WorkerHeartbeat.objects.using(alias()).filter(expires_at__gt=clock.now() - EXPIRED_KEPT)
+            .annotate(alive=Case(When(expires_at__gt=now, then=Value(True)), default=Value(False),
+                                 output_field=BooleanField()))
+            .order_by("id").values("id", "host", "pid", "queues", "slots", "in_flight", "started_at",
+                                   "last_heartbeat_at", "expires_at", "alive"))
+    reading = clock.now()
+    answer = []
+    for row in rows:
+        answer.append(cast(WorkerInfo, {
+            **{k: plain(v) for k, v in row.items() if k != "alive"}, "in_flight_count": len(row["in_flight"] or []),
+            "last_heartbeat_age": max(0.0, round((reading - row["last_heartbeat_at"]).total_seconds(), 3)),
+            "status": "alive" if row["alive"] else "presumed-dead"}))
+    return answer
 
 
 def scheduled_tasks() -> list[ScheduledTask]:

@@ -45,7 +45,7 @@ from ultimate_jobs.ops.types import (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-_SUMMED = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled", "total")
+_SUMMED = ("staged", "ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled", "total")
 
 
 def _routed() -> bool:
@@ -133,7 +133,8 @@ def listing(fn: F) -> F:
         queue = kwargs.get("queue")
         if not _routed():
             return cast(JobPage, fn(**kwargs))
-        if isinstance(queue, str):
+        # A routed queue's staged enqueues wait in the outbox of the database they were staged on.
+        if isinstance(queue, str) and kwargs.get("state") != "staged":
             with on_database(alias_for_queue(queue)):
                 return cast(JobPage, fn(**kwargs))
         pages = []

@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from ultimate_jobs import clock
@@ -25,6 +25,7 @@ from ultimate_jobs.errors import X_ID_INVALID, X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import plain
 from ultimate_jobs.models import Job
 from ultimate_jobs.models.jobs import STATES
+from ultimate_jobs.names import TASK_JOB
 from ultimate_jobs.redact import redact, redact_text
 from ultimate_jobs.registry import get_job_handle
 
@@ -81,11 +82,32 @@ def write_now() -> datetime | Now:
 
 def filter_jobs(query: QuerySet[Job], **equal: str | None) -> QuerySet[Job]:
     """``query`` narrowed by the operator filters that are set (``state``, ``queue``, ``name``,
-    ``tenant_id``); an unknown state is ``X_JOB_INPUT_INVALID``. Shared by listing and bulk writes."""
+    ``tenant_id``); an unknown state is ``X_JOB_INPUT_INVALID``. Shared by listing and bulk writes.
+    ``name`` also matches a Django task by its module path (``name_match``)."""
     state = equal.get("state")
     if state is not None and state not in STATES:
         raise JobsError(X_JOB_INPUT_INVALID, f"state={state!r} is not one of {', '.join(STATES)}.")
+    name = equal.pop("name", None)
+    if name is not None:
+        query = query.filter(name_match(name))
     return query.filter(**{field: value for field, value in equal.items() if value is not None})
+
+
+def name_match(name: str) -> Q:
+    """The jobs a name filter means: that job name, or — for a name no job in this process is
+    declared under — the Django tasks of that module path too (every task is a row of the one job
+    ``django_tasks``, its path in the input)."""
+    if name == TASK_JOB or get_job_handle(name) is not None:
+        return Q(name=name)
+    return Q(name=name) | Q(name=TASK_JOB, payload__task=name)
+
+
+def task_path(name: str, payload: object) -> str | None:
+    """A Django task's module path for a ``django_tasks`` row (read from its input); else None."""
+    if name != TASK_JOB or not isinstance(payload, Mapping):
+        return None
+    path = payload.get("task")
+    return path if isinstance(path, str) else None
 
 
 def shape(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,9 +119,12 @@ def shape(row: Mapping[str, Any]) -> dict[str, Any]:
     if "result" in out:
         out["result"] = redact(out["result"], sensitive=sensitive)
     out["last_error"] = redact_text(out.get("last_error"))
+    if row["state"] == "done":  # no current failure (SPEC §10); a row settled before the settle cleared
+        out["last_error"] = out["error_code"] = None  # them may still hold its earlier one: see attempts
     out["next_retry_at"] = (out["run_at"] if row["state"] in ("ready", "delayed") and row["attempt"] > 0
                             else None)
     out["sensitive"] = sensitive
+    out["task"] = task_path(row["name"], row.get("payload"))
     return out
 
 

@@ -47,6 +47,7 @@ class JobSummary(TypedDict):
     updated_at: str
     next_retry_at: str | None
     sensitive: bool
+    task: str | None  # a Django task's module path (a django_tasks row), else None
 
 
 class JobStepInfo(TypedDict):
@@ -152,6 +153,7 @@ class QueueStats(TypedDict):
     """One queue: a count per bucket (every row in exactly one), and the oldest ready job."""
 
     queue: str
+    staged: int
     ready: int
     delayed: int
     running: int
@@ -167,7 +169,8 @@ class QueueStats(TypedDict):
 
 
 class WorkerInfo(TypedDict):
-    """A live worker, from its heartbeat row."""
+    """A worker, from its heartbeat row: ``alive``, or ``presumed-dead`` once its last heartbeat is
+    older than its visibility timeout (killed, or cut off from the database)."""
 
     id: str
     host: str
@@ -178,7 +181,9 @@ class WorkerInfo(TypedDict):
     in_flight_count: int
     started_at: str
     last_heartbeat_at: str
+    last_heartbeat_age: float
     expires_at: str
+    status: Literal["alive", "presumed-dead"]
 
 
 class TaskFire(TypedDict):
@@ -249,3 +254,15 @@ class DoctorReport(TypedDict):
     ok: bool
     checked_at: str | None
     checks: list[DoctorCheck]
+
+
+class EnqueuedJob(TypedDict):
+    """``enqueue_job``'s answer: the job's ids, where it went, and how the enqueue ended
+    (``deduped`` None when ``staged``: the relay decides it)."""
+
+    id: str
+    run_id: str
+    name: str
+    queue: str
+    deduped: bool | None
+    staged: bool

@@ -47,6 +47,7 @@ from ultimate_jobs import faults, jsoncodec
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.errors import X_DRAINING, X_JOB_DECLARATION_INVALID, Terminal
 from ultimate_jobs.runtime.aio import finished, off_loop, shielded
+from ultimate_jobs.runtime.event_schema import Schema
 from ultimate_jobs.runtime.steps import StepFront, Steps, encode_output, engine_of, open_internal, open_run
 from ultimate_jobs.runtime.tenancy import tenant_context
 from ultimate_jobs.tracing import record_error, step_span
@@ -108,10 +109,12 @@ class AsyncStepAPI(StepFront):
         await engine_call(self, self._engine.sleep, name_or_duration, duration)
 
     async def wait_for_event(self, name: str, event: str, match: dict[str, Any] | None = None,
-                             timeout: Any = None) -> Any:
+                             timeout: Any = None, *, schema: Schema | None = None) -> Any:
         """Suspend until ``publish_event(event, payload)`` with ``payload`` containing ``match`` is
-        published after the wait began; answer the payload, or ``None`` once ``timeout`` passed."""
-        return await engine_call(self, self._engine.wait_for_event, name, event, match, timeout)
+        published after the wait began; answer the payload (checked by ``schema``, as the sync
+        call does), or ``None`` once ``timeout`` passed."""
+        return await engine_call(self, functools.partial(self._engine.wait_for_event, schema=schema), name, event,
+                                 match, timeout)
 
     # -- internals ---------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ with the others), its ``timeout`` counted from when its body starts. An attempt 
 whose token is set before its body starts (a drain, a lost lease) goes back to ``ready`` uncounted:
 its body never ran. Long bodies turn prefetch off, so a claimed job never waits behind one for long.
 
-Logged events: ``jobs.claim.failed``, ``jobs.worker.shed``, ``jobs.claim.reconciled``,
+Logged events: ``jobs.worker.tick-failed``, ``jobs.worker.shed``, ``jobs.claim.reconciled``,
 ``jobs.reconcile.failed``.
 """
 
@@ -58,11 +58,7 @@ def parse_concurrency(value: int | Mapping[str, int] | str | None, queues: Seque
     if value is None:
         value = get_settings().CONCURRENCY
     if isinstance(value, str):
-        if "=" not in value:
-            value = int(value)
-        else:
-            pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
-            value = {q.strip(): int(n) for q, n in pairs}
+        value = _concurrency_text(value)
     if isinstance(value, Mapping):
         caps = {check_queue_name(q, code=X_CONFIG_INVALID): n for q, n in value.items()}
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in caps.values()):
@@ -75,6 +71,19 @@ def parse_concurrency(value: int | Mapping[str, int] | str | None, queues: Seque
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise JobsError(X_CONFIG_INVALID, f"concurrency={value!r} must be a whole number >= 1.")
     return value
+
+
+def _concurrency_text(text: str) -> int | dict[str, int]:
+    """``"10"`` or ``"a=4,b=2"`` as a number or per-queue counts; ``X_CONFIG_INVALID`` for anything else."""
+    try:
+        if "=" not in text:
+            return int(text)
+        pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+        return {q.strip(): int(n) for q, n in pairs}
+    except ValueError:
+        raise JobsError(X_CONFIG_INVALID, f"concurrency {text!r} is neither a whole number nor queue=number pairs.",
+                        "Pass a number of slots shared by the queues (--concurrency 10), or one per queue "
+                        "(--concurrency emails=4,default=2).") from None
 
 
 class Claims:

@@ -5,7 +5,7 @@ loop keeps settling and renewing leases while attempts finish, for up to the dra
 deadline, what finished is settled and the rest is abandoned to its lease (the rescue of any
 worker that has the job's code hands it back once the lease lapsed).
 
-Logged events: ``jobs.worker.draining``, ``jobs.worker.drain-abandoned``.
+Logged events: ``jobs.worker.drain-signalled``, ``jobs.worker.drain-abandoned``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Drain:
             self.loop.deadline = time.monotonic() + self.timeout
         self.loop.stop()  # claiming stops before any attempt is cancelled
         if first:
-            log.info("jobs.worker.draining worker=%s in_flight=%s timeout=%.1fs", self.worker_id,
+            log.info("jobs.worker.drain-signalled worker=%s in_flight=%s timeout=%.1fs", self.worker_id,
                      self.holdings.in_flight(), self.timeout)
         for attempt in list(self.holdings.attempts.values()):
             attempt.token.set(reason)

@@ -26,7 +26,7 @@ from django.db import connections
 
 from ultimate_jobs import clock, jsoncodec
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.context import CancelToken, JobContext
+from ultimate_jobs.context import CancelToken, JobContext, running
 from ultimate_jobs.db import store_for
 from ultimate_jobs.db.store import ClaimedJob, Settlement, Store
 from ultimate_jobs.errors import (
@@ -36,10 +36,13 @@ from ultimate_jobs.errors import (
     X_JOB_RESULT_TOO_LARGE,
     X_JOB_RESULT_UNSERIALIZABLE,
     X_JOB_SLOT_LOST,
+    X_JOB_TENANT_MISMATCH,
     X_JOB_TIMEOUT,
     X_STEP_OUTCOME_UNKNOWN,
     JobCancelled,
+    Terminal,
 )
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.retry import classify
 from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.async_steps import AsyncStepAPI
@@ -63,15 +66,47 @@ TERMINAL_NOTE = "not retried: this code is classified terminal"
 def build_context(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, store: Store | None = None,
                   executor: Executor | None = None) -> tuple[JobContext, dict[str, Any]]:
     """The body's ``ctx`` (with ``ctx.step`` and ``ctx.progress`` wired to ``store``) and its input;
-    an ``async def`` body's step and progress calls run their statements on ``executor``."""
+    an ``async def`` body's step and progress calls run their statements on ``executor``.
+
+    ``ctx.tenant_id`` is the tenant the run acts under (``run_tenant``), which the steps, the
+    progress and ``on_settled`` see too; raise terminal ``X_JOB_TENANT_MISMATCH`` for a row whose
+    tenant is not its input's.
+    """
     store = store if store is not None else store_for(None)
+    kwargs = jsoncodec.loads(claimed.payload)
+    claimed = claimed._replace(tenant_id=run_tenant(handle, claimed, kwargs))
     ctx = JobContext(job_id=claimed.id, run_id=claimed.run_id, name=claimed.name, queue=claimed.queue,
                      attempt=claimed.attempt, max_attempts=forward_attempts(handle, claimed),
                      tenant_id=claimed.tenant_id, enqueued_by=claimed.enqueued_by, cancelled=token)
     engine = Steps(handle=handle, claimed=claimed, token=token, store=store)
     ctx.step = AsyncStepAPI(engine, executor=executor) if handle.is_async else StepAPI(engine)
     ctx._progress = Progress(store=store, claimed=claimed, token=token, executor=executor)
-    return ctx, jsoncodec.loads(claimed.payload)
+    return ctx, kwargs
+
+
+def run_tenant(handle: AnyJobHandle, claimed: ClaimedJob, values: dict[str, Any]) -> str | None:
+    """The tenant a run acts under: its input's ``tenant(...)``, as the declaration says now.
+
+    A ``NO_TENANT`` job runs with no tenant even when its row holds one (the row's ``tenant_id``
+    still namespaced its dedupe and buckets its limits). A row whose tenant is not its input's —
+    written by hand, or queued before the declaration's rule changed — is refused before the body,
+    terminally (``X_JOB_TENANT_MISMATCH``). An input the rule cannot render any more (it changed
+    shape) runs under the row's tenant, logged ``jobs.tenant.unchecked``.
+    """
+    if handle.tenant is NO_TENANT:
+        return None
+    try:
+        expected = handle.tenant_for(**values)
+    except Exception as exc:  # noqa: BLE001 (the user's tenant rule, over the stored JSON form)
+        log.warning("jobs.tenant.unchecked job_id=%s name=%s tenant=%s error=%r: the input's tenant could not be "
+                    "rendered; the run acts under the row's", claimed.id, claimed.name, claimed.tenant_id,
+                    type(exc).__name__ if handle.sensitive else exc)
+        return claimed.tenant_id
+    if claimed.tenant_id is not None and expected is not None and expected != claimed.tenant_id:
+        raise Terminal(f"{claimed.name}: the row is queued for tenant {claimed.tenant_id!r} but its input belongs "
+                       f"to {expected!r}; refused before the body.", code=X_JOB_TENANT_MISMATCH,
+                       fix="Enqueue the job again for the input's own tenant; a queued row never changes tenant.")
+    return expected
 
 
 def attempt_span(claimed: ClaimedJob) -> contextlib.AbstractContextManager[Any]:
@@ -90,6 +125,7 @@ def run_attempt(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, *
     except Exception as error:  # an undecodable payload is the attempt's failure
         return plain(decide(handle, claimed, token, error=error))
     steps = engine_of(ctx.step)
+    claimed = claimed._replace(tenant_id=ctx.tenant_id)  # the run's tenant, for on_settled too
     with attempt_span(claimed) as span:
         try:
             with tenant_context(claimed.tenant_id):
@@ -108,7 +144,8 @@ def _run_body(handle: AnyJobHandle, claimed: ClaimedJob, token: CancelToken, ctx
         if handle.compensates and needs_unwind(handle, claimed, steps):
             return plain(_guarded_unwind(handle, claimed, token,
                                          lambda: resume_unwind(handle, claimed, ctx, kwargs)))
-        result = handle.fn(ctx, **kwargs)
+        with running(token):  # once cancelled, the body's own enqueues are refused
+            result = handle.fn(ctx, **kwargs)
     except Suspension:
         result = None  # the step runner latched where and for how long
     except Exception as error:  # the body's failure is data for the retry decision

@@ -40,6 +40,7 @@ async def run_attempt_async(handle: AnyJobHandle, claimed: ClaimedJob, token: Ca
     except Exception as error:  # an undecodable payload is the attempt's failure
         decided = decide(handle, claimed, token, error=error)
         return None if decided is None else on_settled.attach(handle, claimed, decided)
+    claimed = claimed._replace(tenant_id=ctx.tenant_id)  # the run's tenant, for on_settled too
     with attempt_span(claimed) as span:
         try:
             with tenant_context(claimed.tenant_id):

@@ -8,8 +8,9 @@ the presence row is refreshed. About once a second, rows of registered jobs whos
 (their worker died or stalled) are handed back (``Store.job_rescue``), their ``on_settled``
 delivered when that ended them.
 
-Logged events: ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
-``jobs.rescue.failed``.
+Logged events: ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued`` (a lapsed
+lease handed back for another attempt), ``jobs.claim.exhausted`` (one that lapsed on the final
+attempt, settled dead or failed), ``jobs.rescue.failed``.
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ class Heartbeat:
             self._on_db_error("jobs.rescue.failed", exc)
             return False
         for job in rescued:
-            log.warning("jobs.lease.rescued job_id=%s name=%s queue=%s now=%s", job.id, job.name, job.queue, job.state)
+            # A lapse on the final attempt is settled for good (dead, or failed): the seeds' name.
+            event = "jobs.lease.rescued" if job.state == "ready" else "jobs.claim.exhausted"
+            log.warning("%s job_id=%s name=%s queue=%s now=%s", event, job.id, job.name, job.queue, job.state)
             handle = get_job_handle(job.name)
             if handle is not None and handle.on_settled is not None and job.state in ("dead", "failed"):
                 self.settler.after(functools.partial(on_settled.deliver_rescued, handle, job.id, self.alias))

@@ -3,7 +3,8 @@
 The worker calls ``Presence.beat(in_flight)`` once per heartbeat interval: the first call
 registers the row, later ones refresh it (last heartbeat, lease expiry one visibility timeout
 ahead, the ids in flight); ``leave()`` deletes it when the worker stops. A killed worker's row
-is not deleted by anyone in time: it simply expires, and ``ops.workers()`` stops listing it.
+is not deleted by anyone in time: it expires, and ``ops.workers()`` lists it as presumed dead
+until the hourly housekeeping deletes it.
 Once an hour a beat also deletes rows expired for over an hour and counter buckets past their
 tier's retention. ``lease_lost(runs)`` counts runs whose lease this worker lost (not those an
 operator cancelled) as the ``lease-lost`` outcome, the source of ``job_leases_lost_total``.

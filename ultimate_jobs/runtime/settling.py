@@ -20,8 +20,8 @@ settling the others. An exception's ``code`` is stored only when it is a code (`
 of ``A-Z0-9_``, the column's 64); any other value settles as ``X_JOB_FAILED`` with the original
 named in the error text (``storable``).
 
-Logged events: ``jobs.settle.failed``, ``jobs.claim.failed`` (the pass's statement), ``jobs.settle.lost``,
-``jobs.settle.refused``, ``jobs.timeout``.
+Logged events: ``jobs.worker.settle-failed``, ``jobs.worker.tick-failed`` (the pass's statement),
+``jobs.settle.unowned``, ``jobs.settle.refused``, ``jobs.attempt.interrupted``, ``jobs.timeout``.
 """
 
 from __future__ import annotations
@@ -109,14 +109,14 @@ class Settler:
                          blocked: Sequence[str] = ()) -> dict[str, list[ClaimedJob]] | None:
         """The pass's one statement: settle every pending attempt and claim up to ``claims``
         (``{queue: limit}``) of ``names``, leaving out the ``blocked`` tenants. Answer the rows
-        claimed per queue, or None when the statement failed (``jobs.claim.failed``; the claim may
+        claimed per queue, or None when the statement failed (``jobs.worker.tick-failed``; the claim may
         have committed with its answer lost)."""
-        return self._pass(claims, names, blocked, failed="jobs.claim.failed", fault_point="before_ack")
+        return self._pass(claims, names, blocked, failed="jobs.worker.tick-failed", fault_point="before_ack")
 
     def settle(self) -> None:
         """Settle what finished without claiming (the drain's last passes)."""
         if self.holdings.pending:
-            self._pass({}, [], (), failed="jobs.settle.failed", fault_point=None)
+            self._pass({}, [], (), failed="jobs.worker.settle-failed", fault_point=None)
 
     def _pass(self, claims: dict[str, int], names: Sequence[str], blocked: Sequence[str], *, failed: str,
               fault_point: str | None) -> dict[str, list[ClaimedJob]] | None:
@@ -138,11 +138,11 @@ class Settler:
     def settle_alone(self, outcome: Outcome) -> bool | None:
         """Settle ``outcome`` in a statement of its own (a timed-out attempt; the test runner's) and
         run its ``after`` once it landed. Answer whether its row settled, or None when the statement
-        failed (``jobs.settle.failed``; whoever holds the outcome sends it again)."""
+        failed (``jobs.worker.settle-failed``; whoever holds the outcome sends it again)."""
         try:
             landed = self.store.job_settle_many(settlements=[outcome.settlement], now=clock.sql_now())
         except self._db_errors as exc:
-            self._failed("jobs.settle.failed", exc, fallback=False)
+            self._failed("jobs.worker.settle-failed", exc, fallback=False)
             return None
         if outcome.settlement.id not in landed:
             return False
@@ -171,7 +171,7 @@ class Settler:
             try:
                 settled |= self._settle_refusable(attempt, attempt.outcome.settlement)
             except self._db_errors as exc:
-                self._failed("jobs.settle.failed", exc, fallback=False)
+                self._failed("jobs.worker.settle-failed", exc, fallback=False)
                 break
             done.append(attempt)
         if done:
@@ -202,7 +202,7 @@ class Settler:
             outcome = attempt.outcome.settlement
             if attempt.id not in settled:
                 stats["lost"] += 1
-                log.warning("jobs.settle.lost job_id=%s name=%s queue=%s outcome=%s: the row is no longer this "
+                log.warning("jobs.settle.unowned job_id=%s name=%s queue=%s outcome=%s: the row is no longer this "
                             "worker's (cancelled or reclaimed)", attempt.id, attempt.claimed.name,
                             attempt.claimed.queue, outcome.state)
             else:
@@ -211,6 +211,9 @@ class Settler:
                     stats["interrupted"] += 1
                     if outcome.delay:  # handed back for later (a busy key): --burst waits it out
                         self.burst_hold = max(self.burst_hold, time.monotonic() + outcome.delay)
+                    else:  # stopped by the drain (or a lost slot): back to ready, the attempt uncounted
+                        log.info("jobs.attempt.interrupted job_id=%s name=%s queue=%s reason=%s", attempt.id,
+                                 attempt.claimed.name, attempt.claimed.queue, attempt.token.reason)
                 else:
                     stats["settled"] += 1
                 self.after(attempt.outcome.after)

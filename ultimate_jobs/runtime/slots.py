@@ -7,7 +7,7 @@ after one visibility timeout. A busy key either hands the claim back uncounted
 (``when_busy="wait"``: state stays ``ready``, a later ``run_at``, no ``last_error``) or settles
 ``failed`` with ``X_JOB_KEY_BUSY`` without running the body (``when_busy="fail"``).
 
-Logged events: ``jobs.slot.busy``, ``jobs.slot.failed``, ``jobs.slot.lost``.
+Logged events: ``jobs.slot.busy``, ``jobs.slot.failed``, ``jobs.worker.slot-lost``.
 """
 
 from __future__ import annotations
@@ -81,4 +81,5 @@ class FleetSlots:
             if attempt.claimed.id not in renewed and attempt.slot is not None and not attempt.finished.is_set():
                 key, slot = attempt.slot
                 if attempt.token.set(X_JOB_SLOT_LOST, f"The concurrency slot {key}#{slot} expired and was taken."):
-                    log.error("jobs.slot.lost job_id=%s name=%s key=%s", attempt.claimed.id, attempt.claimed.name, key)
+                    log.error("jobs.worker.slot-lost job_id=%s name=%s key=%s", attempt.claimed.id,
+                              attempt.claimed.name, key)

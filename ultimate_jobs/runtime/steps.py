@@ -21,7 +21,9 @@ this engine, its statements sent off the event loop (``ultimate_jobs.runtime.asy
 
 Options (default): ``run(name, fn, *, once=False, atomic=False, compensate=None)``;
 ``sleep(duration)`` or ``sleep(name, duration)`` (unnamed sleeps are ``sleep:1``, ``sleep:2``...
-in call order); ``wait_for_event(name, event, match=None, timeout=None)``. From ``@job``:
+in call order); ``wait_for_event(name, event, match=None, timeout=None, *, schema=None)``
+(``schema``: a Django ``Form`` class or a validator; a payload it refuses ends the run,
+terminal ``X_JOB_EVENT_INVALID``, on the hit or a replay — ``event_schema``). From ``@job``:
 ``step_timeout`` (None), ``event_poll`` (None: the ``EVENT_POLL`` setting, else 15 min on
 PostgreSQL, where a publish wakes its waiters, and 30 s on SQLite), ``compensates`` (False).
 Setting: ``MAX_STEP_OUTPUT_BYTES`` (1 MiB).
@@ -88,6 +90,8 @@ from ultimate_jobs.errors import (
     Terminal,
 )
 from ultimate_jobs.events import check_event_name
+from ultimate_jobs.runtime import event_schema
+from ultimate_jobs.runtime.event_schema import Schema
 from ultimate_jobs.runtime.failures import format_error
 from ultimate_jobs.tracing import record_error, step_span
 
@@ -155,10 +159,11 @@ class StepAPI(StepFront):
         self._engine.sleep(name_or_duration, duration)
 
     def wait_for_event(self, name: str, event: str, match: dict[str, Any] | None = None,
-                       timeout: Any = None) -> Any:
+                       timeout: Any = None, *, schema: Schema | None = None) -> Any:
         """Suspend until ``publish_event(event, payload)`` with ``payload`` containing ``match`` is
-        published after the wait began; answer the payload, or ``None`` once ``timeout`` passed."""
-        return self._engine.wait_for_event(name, event, match, timeout)
+        published after the wait began; answer the payload (checked by ``schema``: a Django ``Form``
+        class or a validator, see ``event_schema``), or ``None`` once ``timeout`` passed."""
+        return self._engine.wait_for_event(name, event, match, timeout, schema=schema)
 
 
 def engine_of(step: StepFront) -> Steps:
@@ -227,11 +232,13 @@ class Steps:
         self._suspend(name, remaining, waiting=False)
 
     def wait_for_event(self, name: str, event: str, match: dict[str, Any] | None = None,
-                       timeout: Any = None) -> Any:
+                       timeout: Any = None, *, schema: Schema | None = None) -> Any:
         """Suspend until ``publish_event(event, payload)`` with ``payload`` containing ``match`` is
-        published after the wait began; answer the payload, or ``None`` once ``timeout`` passed."""
+        published after the wait began; answer the payload (through ``schema``), or ``None`` once
+        ``timeout`` passed."""
         self._enter(name)
         check_event_name(event)
+        event_schema.check(schema, step=name, latch=self._latch)
         if match is not None and not isinstance(match, dict):
             raise self._latch(Terminal(f"wait_for_event({name!r}): match={match!r} must be a dict.",
                                        code=X_EVENT_INVALID))
@@ -242,7 +249,7 @@ class Steps:
         seconds = None if timeout is None else self._seconds(timeout, f"wait_for_event({name!r}) timeout")
         row = self.load().get(name)
         if row is not None and row.status == "completed":
-            return jsoncodec.loads(row.output)
+            return event_schema.answer(schema, jsoncodec.loads(row.output), step=name, event=event, latch=self._latch)
         if self.replay_only:
             raise self._latch(ReplayEnd(name))
         if row is None:
@@ -251,8 +258,9 @@ class Steps:
         # The stored wait is what the publish's wake reads, so it is what is matched here too.
         found = self.store.event_find(name=row.event or event, match=row.event_match,
                                       since=row.started_at or clock.now(), tenant_id=self.claimed.tenant_id)
-        if found is not None:
-            return jsoncodec.loads(self._complete(name, found))
+        if found is not None:  # stored as it arrived, then checked: a refusal shows what came
+            return event_schema.answer(schema, jsoncodec.loads(self._complete(name, found)), step=name, event=event,
+                                       latch=self._latch)
         remaining = self._remaining(row)
         if remaining is not None and remaining <= 0:
             self._complete(name, "null")

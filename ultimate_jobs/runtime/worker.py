@@ -27,9 +27,10 @@ starting runs), ``settling.Settler`` (settle batching, timeouts, the hooks), ``h
 (``holdings.Holdings``), looped by ``ultimate_jobs.service_loop.ServiceLoop``. ``with Worker(...) as
 worker:`` starts nothing; on exit it drains what it holds and stops its threads.
 
-Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.draining``,
-``jobs.worker.drain-abandoned``, ``jobs.claim.failed``, ``jobs.settle.failed``,
-``jobs.settle.lost``, ``jobs.settle.refused``, ``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``,
+Logged events: ``jobs.worker.started``, ``jobs.worker.stopped``, ``jobs.worker.drain-signalled``,
+``jobs.worker.drain-abandoned``, ``jobs.worker.tick-failed``, ``jobs.worker.settle-failed``,
+``jobs.settle.unowned``, ``jobs.settle.refused``, ``jobs.attempt.interrupted``,
+``jobs.heartbeat.failed``, ``jobs.lease.lost``, ``jobs.lease.rescued``, ``jobs.claim.exhausted``,
 ``jobs.timeout``, ``jobs.timeout.abandoned``, ``jobs.attempt.failed``, ``jobs.dead_lettered``,
 ``jobs.worker.presence-failed`` (its ``WorkerHeartbeat`` row, written once per heartbeat
 interval by ``presence.Presence``), ``jobs.worker.task-failed``.

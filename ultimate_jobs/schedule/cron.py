@@ -15,6 +15,7 @@ forward walk in ``next_after`` and the backward walk in ``latest`` correct and b
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -32,6 +33,19 @@ ALIASES = {
 _NOT_IANA_PREFIXES = ("posix/", "right/")
 _NOT_IANA = {"localtime", "posixrules"}
 _MAX_STEPS = 100_000  # wall times one walk may visit; far past any zone's fold or gap
+# tzdata's legacy abbreviation zones: each a fixed offset or a rule set tied to no place ("EST" is
+# UTC-05:00 all year, an hour off New York all summer). Each maps to the fix: the zone of a place.
+_ABBREVIATIONS = {
+    "EST": ('"America/New_York" (Eastern time, with daylight saving), or "America/Panama" for UTC-05:00 all '
+            "year"),
+    "MST": '"America/Denver" (Mountain time, with daylight saving), or "America/Phoenix" for UTC-07:00 all year',
+    "HST": '"Pacific/Honolulu"',
+    "EST5EDT": '"America/New_York"', "CST6CDT": '"America/Chicago"', "MST7MDT": '"America/Denver"',
+    "PST8PDT": '"America/Los_Angeles"',
+    "CET": '"Europe/Berlin", "Europe/Paris" or your city\'s zone', "MET": '"Europe/Berlin" or your city\'s zone',
+    "EET": '"Europe/Athens", "Europe/Helsinki" or your city\'s zone', "WET": '"Europe/Lisbon"',
+}
+_FIXED_OFFSET = re.compile(r"Etc/GMT([+-])(\d{1,2})\Z")
 
 
 @functools.cache
@@ -46,6 +60,17 @@ def zone(tz: object) -> ZoneInfo:
         raise JobsError(X_TASK_DECLARATION_INVALID, f"tz={tz!r} is not an IANA time zone name.", fix)
     if tz in _NOT_IANA or tz.startswith(_NOT_IANA_PREFIXES):
         raise JobsError(X_TASK_DECLARATION_INVALID, f"tz={tz!r} is a host file, not an IANA time zone.", fix)
+    if tz in _ABBREVIATIONS:
+        raise JobsError(X_TASK_DECLARATION_INVALID, f"tz={tz!r} is a legacy abbreviation, not the zone of a place"
+                        f"{_fixed_note(tz)}.", f"Use the IANA zone of the place: {_ABBREVIATIONS[tz]}.")
+    offset = _FIXED_OFFSET.match(tz)
+    if offset is not None and int(offset.group(2)) != 0:
+        # POSIX signs: Etc/GMT+5 is five hours *behind* UTC.
+        hours = f"UTC{'-' if offset.group(1) == '+' else '+'}{int(offset.group(2)):02d}:00"
+        raise JobsError(X_TASK_DECLARATION_INVALID, f"tz={tz!r} is a fixed offset ({hours} all year, no daylight "
+                        "saving), not the zone of a place.",
+                        'Use the IANA zone of the place the task follows, e.g. "America/Bogota" or '
+                        '"Europe/Berlin"; "UTC" for no zone at all.')
     try:
         found = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
@@ -55,6 +80,20 @@ def zone(tz: object) -> ZoneInfo:
     if names and tz not in names:
         raise JobsError(X_TASK_DECLARATION_INVALID, f"tz={tz!r} is not an IANA time zone name.", fix)
     return found
+
+
+def _fixed_note(tz: str) -> str:
+    """``": a fixed UTC-05:00 all year, ..."`` for a zone without daylight saving; "" for one with it."""
+    try:
+        found = ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ""
+    winter, summer = (datetime(2026, month, 1, tzinfo=found).utcoffset() for month in (1, 7))
+    if winter != summer or winter is None:
+        return ""
+    minutes = int(winter.total_seconds() // 60)
+    sign = "-" if minutes < 0 else "+"
+    return f": a fixed UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d} all year, with no daylight saving"
 
 
 def expression(cron: object) -> str:

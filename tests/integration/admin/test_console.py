@@ -128,7 +128,11 @@ def test_old_rows_without_attempt_history_and_malformed_entries_still_render(adm
     old = JobFactory(done=True, attempt=3, last_error="RuntimeError: flaky the first time", attempts=[])
     html = admin_client_.get(page(old.id)).content.decode()
     assert 'id="job-no-timeline"' in html and 'id="job-error"' not in html
-    assert 'id="job-earlier-error"' in html and "the job succeeded after it" in html
+    # A done job has no current failure (SPEC §10), even a row settled before the settle cleared it.
+    assert 'id="job-earlier-error"' not in html and "RuntimeError: flaky the first time" not in html
+    retrying = JobFactory(state="ready", attempt=1, last_error="RuntimeError: flaky the first time", attempts=[])
+    html = admin_client_.get(page(retrying.id)).content.decode()
+    assert 'id="job-earlier-error"' in html and "RuntimeError: flaky the first time" in html
     odd = JobFactory(dead=True, attempts=[1, "x", None, {"outcome": "failed", "started_at": "not a time"}])
     html = admin_client_.get(page(odd.id)).content.decode()
     assert html.count('class="uj-attempt"') == 1 and 'id="job-error"' in html
@@ -264,3 +268,21 @@ def test_the_overview_charts_the_jobs_this_test_ran(admin_client_, declare, make
     fragment = admin_client_.get(reverse("admin:ultimate_jobs_overview"), {"partial": "1"}).content.decode()
     assert fragment.lstrip().startswith('<div id="uj-overview"') and _points(fragment, "console", "hour", "done") == 5
     assert len(waiting) == 3
+
+
+def test_the_workers_page_shows_a_killed_worker_as_presumed_dead(admin_client_) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ultimate_jobs.models import WorkerHeartbeat
+
+    now = timezone.now()
+    for worker_id, beat in (("w-alive", now), ("w-killed", now - timedelta(minutes=5))):
+        WorkerHeartbeat.objects.create(id=worker_id, host="h", pid=1, queues=["default"], slots=2, in_flight=[],
+                                       started_at=beat, last_heartbeat_at=beat,
+                                       expires_at=beat + timedelta(seconds=30))
+    html = admin_client_.get(reverse("admin:ultimate_jobs_workers")).content.decode()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r'<tr class="uj-worker-([a-z-]+)"><td>([^<]+)</td>', html)}
+    assert rows == {"alive": "w-alive", "presumed-dead": "w-killed"}
+    assert "presumed dead</span>" in html

@@ -115,3 +115,30 @@ def test_unknown_names_and_bad_combinations_are_refused_with_exit_codes() -> Non
         with pytest.raises(CommandError) as caught:
             call_command("jobs_backfill", *args, stdout=StringIO(), stderr=StringIO())
         assert caught.value.returncode == 2, args
+
+
+def test_jobs_ls_shows_the_passes_in_flight_with_rows_so_far_and_the_cursor(declare_backfill) -> None:
+    import uuid
+
+    from django.utils import timezone
+
+    handle = declare_backfill(name="bf.cli.in-flight", source=lambda ctx: Post.objects.all(), handle=lambda b: None)
+    job = Job.objects.get(id=handle.enqueue().id)
+    # The pass as the sweep leaves its ledger row between two pages: running, rows so far, the cursor.
+    now = timezone.now()
+    BackfillRun.objects.create(run_id=job.run_id, name="bf.cli.in-flight", job_id=job.id, status="running",
+                               checksum="c", rows=2000, batches=2, last_cursor=4217, started_at=now, updated_at=now)
+    BackfillRun.objects.create(run_id=uuid.uuid4(), name="bf.cli.in-flight", job_id=uuid.uuid4(),
+                               status="completed", checksum="c", rows=10, batches=1, started_at=now, updated_at=now)
+    code, out, _ = run_command("jobs", "ls", "--json")
+    listed = json.loads(out)
+    (shown,) = listed["backfills"]  # the completed pass is not in flight
+    assert (shown["name"], shown["job_id"], shown["rows"], shown["batches"], shown["last_cursor"]) == (
+        "bf.cli.in-flight", str(job.id), 2000, 2, 4217)
+    assert [j["id"] for j in listed["jobs"]] == [str(job.id)]
+    code, out, _ = run_command("jobs", "ls")
+    assert code == 0 and "backfill passes in flight" in out and "4217" in out and "2000" in out
+    # Filters that leave the pass out leave it out of the list too.
+    for args in (["--state", "dead"], ["--name", "bf.other"], ["--tenant", "acme"], ["--queue", "other"]):
+        assert json.loads(run_command("jobs", "ls", *args, "--json")[1])["backfills"] == [], args
+    assert len(json.loads(run_command("jobs", "ls", "--name", "bf.cli.in-flight", "--json")[1])["backfills"]) == 1

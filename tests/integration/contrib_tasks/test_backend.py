@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from tests.integration.contrib_tasks.conftest import drain
@@ -51,6 +52,18 @@ def test_enqueue_answers_a_ready_result_whose_id_is_the_job_id() -> None:
     assert (row.name, row.queue, row.state, row.max_attempts) == ("django_tasks", "default", "ready", 1)
     with pytest.raises(ValueError, match="not finished"):
         result.return_value  # noqa: B018
+
+
+def test_get_result_right_after_enqueue_equals_the_enqueues_answer() -> None:
+    # Django's own backend tests assert equality: enqueued_at is the row's (the database's clock),
+    # never a Python clock read beside it.
+    direct = tasks.calculate.enqueue(2, 3, label="direct")
+    assert tasks.calculate.get_result(direct.id) == direct
+    assert direct.enqueued_at == Job.objects.get(id=direct.id).created_at
+    with transaction.atomic():  # staged in the outbox: its staged_at is the enqueue time
+        staged = tasks.calculate.enqueue(4, 5, label="staged")
+        assert tasks.calculate.get_result(staged.id) == staged
+        assert staged.enqueued_at == OutboxEntry.objects.get(id=staged.id).staged_at
 
 
 def test_a_worker_runs_the_task_and_the_result_reads_back_exactly() -> None:

@@ -5,6 +5,7 @@ idempotency keys, redacted operator views."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -164,6 +165,32 @@ def test_operators_see_the_task_as_a_job_with_its_secrets_redacted(admin_client:
     out = StringIO()
     call_command("jobs", "show", str(result.id), stdout=out)
     assert "tests.support.django_tasks.send_email" in out.getvalue() and "hunter2-secret" not in out.getvalue()
+
+
+def test_each_task_is_shown_and_filtered_by_its_own_path(admin_client: Any) -> None:
+    calculated = tasks.calculate.enqueue(1, 2)
+    recorded = tasks.record.enqueue("by path")
+    path = "tests.support.django_tasks.calculate"
+    (row,) = ops.list_jobs(name=path)["jobs"]
+    assert (row["id"], row["name"], row["task"]) == (calculated.id, "django_tasks", path)
+    assert ops.get_job(recorded.id)["task"] == "tests.support.django_tasks.record"
+    assert {j["id"] for j in ops.list_jobs(name="django_tasks")["jobs"]} == {calculated.id, recorded.id}
+    assert ops.remove_many(state="ready", name=path, dry_run=True)["remaining"] == 1  # bulk filters read it too
+    out = StringIO()
+    call_command("jobs", "ls", stdout=out)
+    rows = [[c.strip() for c in line.split("\u2502")[1:-1]] for line in out.getvalue().splitlines() if "\u2502" in line]
+    names = sorted(row[3] for row in rows)  # rich may cut a long cell short with an ellipsis
+    assert names[0].startswith("tests.support.django_tasks.calcula") and names[1] == "tests.support.django_tasks.record"
+    out = StringIO()
+    call_command("jobs", "ls", "--name", path, "--json", stdout=out)
+    assert [j["id"] for j in json.loads(out.getvalue())["jobs"]] == [calculated.id]
+    changelist = admin_client.get("/admin/ultimate_jobs/job/")
+    html = changelist.content.decode()
+    assert f'href="?name={path}"' in html and "tests.<wbr>support.<wbr>django_tasks.<wbr>calculate" in html
+    filtered = admin_client.get("/admin/ultimate_jobs/job/", {"name": path})
+    assert [str(j.id) for j in filtered.context["cl"].result_list] == [calculated.id]
+    page = admin_client.get(f"/admin/ultimate_jobs/job/{calculated.id}/change/").content.decode()
+    assert f"{path} <span" in page
 
 
 def test_without_any_tasks_framework_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,6 +29,7 @@ def test_the_documented_series_parse(settings, frozen_clock, make_worker) -> Non
     jobs.always_fails.enqueue(key="m2")
     make_worker(queues=["default"], burst=True).run(install_signals=False)
     JobFactory(queue="payments", run_at=frozen_clock.now() - timedelta(minutes=6))
+    JobFactory(queue="payments", running=True)  # holds a worker's slot: demand, not depth
     ops.pause_queue("payments")
     worker = make_worker(queues=["default"], concurrency=4, worker_id="w-metrics")
     worker.presence.beat([])
@@ -36,6 +37,8 @@ def test_the_documented_series_parse(settings, frozen_clock, make_worker) -> Non
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
     got = samples(response.content.decode())
     assert got[("queue_depth", (("queue", "payments"),))] == 1
+    assert got[("queue_demand", (("queue", "payments"),))] == 2  # the ready one and the running one
+    assert got[("queue_demand", (("queue", "default"),))] == 0
     assert got[("queue_oldest_ready_seconds", (("queue", "payments"),))] == 360.0
     assert got[("queue_dead_jobs", (("queue", "default"),))] == 1
     assert got[("queue_jobs", (("queue", "default"), ("state", "done")))] == 1

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from tests.app import jobs
+from tests.factories import JobFactory
 from ultimate_jobs import JobsError, ops
+from ultimate_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +88,35 @@ def test_redaction_masks_secret_keys_at_any_depth(declare) -> None:
     assert "hunter2" not in json.dumps(payload) and "Bearer abc" not in json.dumps(payload)
     assert payload["creds"]["nested"]["api_key"] == "[redacted]"
     assert ops.get_job(s.id)["payload"] == "[redacted]"
+
+
+def test_a_done_job_answers_no_current_error_and_keeps_its_earlier_failures_in_attempts(make_worker) -> None:
+    r = jobs.flaky.enqueue(key="second-time-lucky", failures=1)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
+    job = ops.get_job(str(r.id))
+    assert (job["state"], job["last_error"], job["error_code"]) == ("done", None, None)
+    assert [(a["outcome"], a["error_code"]) for a in job["attempts"]] == [("retried", "X_JOB_FAILED"),
+                                                                           ("done", None)]
+    assert "flaky failure 1 of 1" in job["attempts"][0]["error"]
+    # The settle clears them on the row itself, so every reader (the ORM, the admin's filters) agrees.
+    assert Job.objects.filter(id=r.id).values_list("last_error", "error_code").get() == (None, None)
+    (listed,) = ops.list_jobs(name="tests.flaky")["jobs"]
+    assert (listed["last_error"], listed["error_code"]) == (None, None)
+
+
+def test_a_done_row_settled_with_an_old_error_reads_none() -> None:
+    # A row settled done before the settle cleared the error still reads as no current failure.
+    planted = JobFactory(state="done", attempt=2, last_error="RuntimeError: long ago", error_code="X_OLD_FAILURE")
+    job = ops.get_job(str(planted.id))
+    assert (job["last_error"], job["error_code"]) == (None, None)
+    (listed,) = ops.list_jobs(state="done")["jobs"]
+    assert (listed["id"], listed["last_error"], listed["error_code"]) == (str(planted.id), None, None)
+
+
+def test_attempt_timestamps_read_like_every_other_timestamp(make_worker) -> None:
+    r = jobs.flaky.enqueue(key="one-format", failures=1)
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
+    job = ops.get_job(str(r.id))
+    stamps = [a[key] for a in job["attempts"] for key in ("started_at", "finished_at")]
+    assert len(stamps) == 4 and all(s.endswith("Z") and "+00:00" not in s for s in stamps), stamps
+    assert job["attempts"][-1]["finished_at"] == job["finished_at"]  # one instant, one spelling

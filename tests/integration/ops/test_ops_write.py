@@ -241,12 +241,18 @@ def test_a_worker_registers_refreshes_and_leaves(frozen_clock, make_worker) -> N
     worker = make_worker(queues=["default", "other"], concurrency=3)
     worker.presence.beat([])
     (row,) = ops.workers()
-    assert (row["id"], row["queues"], row["slots"], row["in_flight_count"]) == (
-        worker.worker_id, ["default", "other"], 3, 0)
-    frozen_clock.advance(timedelta(seconds=31))  # one visibility timeout without a beat: gone
-    assert ops.workers() == []
+    assert (row["id"], row["queues"], row["slots"], row["in_flight_count"], row["status"],
+            row["last_heartbeat_age"]) == (worker.worker_id, ["default", "other"], 3, 0, "alive", 0.0)
+    frozen_clock.advance(timedelta(seconds=29))  # within one visibility timeout: still alive
+    assert [(w["status"], w["last_heartbeat_age"]) for w in ops.workers()] == [("alive", 29.0)]
+    frozen_clock.advance(timedelta(seconds=2))  # one visibility timeout without a beat: presumed dead
+    assert [(w["id"], w["status"], w["last_heartbeat_age"]) for w in ops.workers()] == [
+        (worker.worker_id, "presumed-dead", 31.0)]
+    assert ops.overview()["workers"] == []  # the overview counts the living
     worker.heartbeat.beat()
-    assert [w["id"] for w in ops.workers()] == [worker.worker_id]
+    assert [(w["id"], w["status"]) for w in ops.workers()] == [(worker.worker_id, "alive")]
+    frozen_clock.advance(timedelta(hours=1, seconds=31))  # swept an hour after it expired: no longer listed
+    assert ops.workers() == []
     worker.presence.leave()
     assert not WorkerHeartbeat.objects.exists()
 

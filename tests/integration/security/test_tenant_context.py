@@ -133,3 +133,24 @@ def test_an_async_body_gets_the_same_context_and_the_same_failure_path(declare) 
     row = Job.objects.get(id=failed.id)
     assert (row.state, row.stop_reason) == ("dead", "attempts-exhausted")
     assert "PermissionError: no schema for secret=[redacted]" in row.last_error and PLANTED not in row.last_error
+
+
+def test_a_no_tenant_job_enqueued_for_a_tenant_runs_with_no_tenant_context(global_job) -> None:
+    first = global_job.using(tenant_id="acme").enqueue(k="scoped")
+    # The row's tenant still namespaces the dedupe: acme's key is acme's, globex gets its own job.
+    assert global_job.using(tenant_id="acme").enqueue(k="scoped").deduped is True
+    other = global_job.using(tenant_id="globex").enqueue(k="scoped")
+    assert other.id != first.id
+    _burst()
+    assert RECORD == [("enter", None), ("body", None), ("exit", None)] * 2  # never acme's context
+    assert Job.objects.get(id=first.id).tenant_id == "acme" and Job.objects.get(id=first.id).state == "done"
+
+
+def test_a_row_whose_tenant_is_not_its_inputs_is_refused_before_the_body(per_org) -> None:
+    planted = per_org.enqueue(org="acme")
+    Job.objects.filter(id=planted.id).update(tenant_id="globex")  # written by hand, or by an older rule
+    assert _burst()["lost"] == 0
+    row = Job.objects.get(id=planted.id)
+    assert (row.state, row.attempt, row.stop_reason, row.error_code) == ("dead", 1, "terminal", "X_JOB_TENANT_MISMATCH")
+    assert "queued for tenant 'globex' but its input belongs to 'acme'" in row.last_error
+    assert RECORD == []  # no context entered, no body run

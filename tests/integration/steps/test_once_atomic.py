@@ -117,6 +117,7 @@ def test_an_ambiguous_commit_is_resolved_by_the_stored_checkpoint(jobs_clock) ->
     assert (trace.state, trace.attempt) == ("done", 2)  # the attempt failed on the "dropped connection"
     from django.db import OperationalError
 
-    assert issubclass(faults.FaultInjected, OperationalError) and "FaultInjected" in trace.last_error
+    assert issubclass(faults.FaultInjected, OperationalError) and trace.last_error is None  # done: no current error
+    assert "FaultInjected" in ops.get_job(trace.id)["attempts"][0]["error"]
     assert effect_keys() == ["first:amb", "second:amb"]  # the retry found the checkpoint: no second run
     assert trace.steps["first"].executions == 1

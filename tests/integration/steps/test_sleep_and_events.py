@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django import forms
 from django.db import transaction
 
 from tests.app import step_jobs
@@ -183,3 +184,70 @@ def test_settled_and_publish_event_are_public() -> None:
     import ultimate_jobs
 
     assert ultimate_jobs.publish_event is publish_event and ultimate_jobs.Settled is Settled
+
+
+class Payment(forms.Form):
+    """The schema a Django user writes: the payload bound as a form's data, the answer cleaned_data."""
+
+    key = forms.CharField()
+    amount = forms.IntegerField(min_value=1)
+
+
+def declare_waiter(declare, schema):  # type: ignore[no-untyped-def]
+    @declare(name="tests.steps.schema_waiter", idempotency_key="schema:{key}", tenant=NO_TENANT)
+    def schema_waiter(ctx, *, key: str) -> object:
+        try:
+            paid = ctx.step.wait_for_event("paid", "tests.paid", match={"key": key}, schema=schema)
+        except JobsError:
+            return "swallowed"  # a refusal ends the run all the same: it is latched
+        return {"amount": paid["amount"], "type": type(paid["amount"]).__name__}
+
+    return schema_waiter
+
+
+def test_a_form_schema_answers_cleaned_data_and_refuses_a_bad_payload_terminally(declare, jobs_clock) -> None:
+    waiter = declare_waiter(declare, Payment)
+    good = run_job(waiter, key="good")
+    publish_event("tests.paid", {"key": "good", "amount": "42"})
+    (good,) = drain()
+    assert (good.state, good.result) == ("done", {"amount": 42, "type": "int"})  # coerced, as a form does
+    bad = run_job(waiter, key="bad")
+    publish_event("tests.paid", {"key": "bad", "amount": "lots"})
+    (bad,) = drain()
+    assert (bad.state, bad.attempt, bad.stop_reason, bad.error_code) == ("dead", 1, "terminal", "X_JOB_EVENT_INVALID")
+    assert "wait_for_event('paid'): the 'tests.paid' payload it received is refused by its schema" in bad.last_error
+    assert "amount: Enter a whole number." in bad.last_error
+    assert bad.steps["paid"].output == {"key": "bad", "amount": "lots"}  # stored as it arrived
+
+
+def test_a_validator_schema_and_a_replay_of_a_stored_payload(declare, jobs_clock) -> None:
+    from ultimate_jobs import ops
+
+    strict = {"on": True}
+
+    def validate(payload: dict) -> dict:  # type: ignore[type-arg]
+        if strict["on"] and payload["amount"] > 100:
+            raise ValueError(f"amount over the limit of 100: {payload['amount']}")
+        return {**payload, "amount": payload["amount"]}
+
+    waiter = declare_waiter(declare, validate)
+    trace = run_job(waiter, key="big")
+    publish_event("tests.paid", {"key": "big", "amount": 500})
+    (trace,) = drain()
+    assert (trace.state, trace.error_code) == ("dead", "X_JOB_EVENT_INVALID")
+    assert "ValueError: amount over the limit of 100: 500" in trace.last_error
+    # A replay checks the stored payload again: still refused while the rule stands...
+    ops.retry_job(trace.id)
+    (again,) = drain()
+    assert (again.state, again.error_code, again.attempt) == ("dead", "X_JOB_EVENT_INVALID", 1)
+    strict["on"] = False  # ...and answered once the schema accepts it (no new event needed)
+    ops.retry_job(trace.id)
+    (fixed,) = drain()
+    assert (fixed.state, fixed.result) == ("done", {"amount": 500, "type": "int"})
+
+
+def test_a_schema_that_is_neither_a_form_nor_callable_is_refused(declare, jobs_clock) -> None:
+    waiter = declare_waiter(declare, {"amount": int})
+    trace = run_job(waiter, key="odd")
+    assert (trace.state, trace.error_code) == ("dead", "X_JOB_DECLARATION_INVALID")
+    assert "schema={'amount': <class 'int'>} is neither a Django Form class nor a callable" in trace.last_error

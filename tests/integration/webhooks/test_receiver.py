@@ -117,13 +117,21 @@ def test_a_verifier_crash_quoting_the_body_answers_401_without_it(declare) -> No
     assert not Job.objects.filter(name=receiver.name).exists()
 
 
-@pytest.mark.parametrize("event_id", ["", "has space", "x" * 201, "é", None])
+@pytest.mark.parametrize("event_id", ["", "has space", "x" * 257, "é", None])
 def test_an_invalid_event_id_is_422(declare, event_id: Any) -> None:
     receiver = declare(verify=lambda inbound: {"event_id": event_id, "payload": {"card": SECRET_MARK}})
     response = post(b"{}", {})
     assert response.status_code == 422
     assert response.json() == {"ok": False, "code": "X_WEBHOOK_EVENT_ID_INVALID"}
     assert not Job.objects.filter(name=receiver.name).exists()
+
+
+def test_an_event_id_of_256_characters_is_accepted_as_the_seeds_allow(declare) -> None:
+    event_id = "e" * 256
+    receiver = declare(verify=lambda inbound: {"event_id": event_id, "payload": {"n": 1}})
+    response = post(b"{}", {})
+    assert (response.status_code, response.json()["event_id"]) == (200, event_id)
+    assert Job.objects.get(name=receiver.name).payload["event_id"] == event_id
 
 
 def test_a_payload_that_is_not_json_is_422(declare) -> None:

@@ -25,7 +25,7 @@ def test_retry_after_settles_the_row_later_under_its_own_code(frozen_clock, make
     assert "retry requested after 7s" in row.last_error
 
 
-def test_a_drained_run_sees_x_draining_and_goes_back_uncounted(declare) -> None:
+def test_a_drained_run_sees_x_draining_and_goes_back_uncounted(declare, caplog) -> None:
     seen: list[str] = []
 
     @declare(idempotency_key="{k}", tenant=NO_TENANT)
@@ -38,9 +38,13 @@ def test_a_drained_run_sees_x_draining_and_goes_back_uncounted(declare) -> None:
             raise
 
     result = patient.enqueue(k="drained")
-    with Worker(queues=["default"], drain_timeout=10) as worker:
+    with caplog.at_level("INFO", logger="ultimate_jobs"), Worker(queues=["default"], drain_timeout=10) as worker:
         assert [run.id for run in worker.run_once()] == [result.id]
     assert seen == ["X_DRAINING"]
+    # The seeds' two lines for a drain: the signal, then each attempt it interrupted.
+    assert f"jobs.worker.drain-signalled worker={worker.worker_id} in_flight=1" in caplog.text
+    assert f"jobs.attempt.interrupted job_id={result.id} name={patient.name} queue=default reason=X_DRAINING" in (
+        caplog.text)
     row = Job.objects.get(id=result.id)
     # Handed back: runnable again, the attempt not counted, no error recorded against the job.
     assert (row.state, row.attempt, row.error_code, row.last_error) == ("ready", 0, None, None)
@@ -73,3 +77,39 @@ def test_running_a_job_this_process_no_longer_declares_is_refused(declare, decla
     assert (row.state, row.attempt, row.claimed_by, row.claim) == ("ready", 0, None, None)
     assert (row.result, row.error_code, row.last_error) == (None, None, None)
     assert row_counts()["ultimate_jobs.Job"] == 1
+
+
+def test_a_cancelled_runs_own_body_cannot_enqueue_publish_or_write_steps(declare, make_worker) -> None:
+    import threading
+
+    from ultimate_jobs import publish_event
+
+    refusals: dict[str, str] = {}
+    done = threading.Event()
+
+    @declare(idempotency_key="{k}", tenant=NO_TENANT)
+    def stubborn(ctx, *, k: str) -> None:
+        ctx.cancelled.wait(10)  # until the operator's cancel reaches it; then it carries on regardless
+        for what, write in (("enqueue", lambda: jobs.noop.enqueue(key="from-a-cancelled-body")),
+                            ("publish", lambda: publish_event("cancelled.body", {"k": k}, tenant_id=None)),
+                            ("step", lambda: ctx.step.run("after-cancel", lambda: "never stored"))):
+            try:
+                write()
+            except JobsError as err:
+                refusals[what] = err.code
+        done.set()
+
+    result = stubborn.enqueue(k="cancelled")
+    worker = make_worker(queues=["default"])
+    worker.run_once()
+    ops.cancel_job(result.id)
+    worker.heartbeat.beat()  # the row no longer matches: the token is set (X_JOB_LEASE_LOST)
+    assert done.wait(10)
+    assert refusals == {"enqueue": "X_JOB_LEASE_LOST", "publish": "X_JOB_LEASE_LOST", "step": "X_JOB_LEASE_LOST"}
+    assert list(Job.objects.values_list("name", flat=True)) == [stubborn.name]  # nothing enqueued
+    assert not ops.get_job(result.id)["steps"]
+    from ultimate_jobs.models import JobEvent
+
+    assert not JobEvent.objects.exists()
+    # Outside a body nothing is refused: the same enqueue from this thread lands.
+    assert jobs.noop.enqueue(key="from-a-cancelled-body").deduped is False

@@ -27,7 +27,8 @@ def test_a_body_failing_twice_then_succeeding_ends_done_at_attempt_3() -> None:
     drain()
     job = ops.get_job(r.id)
     assert (job["state"], job["attempt"], job["result"]) == ("done", 3, {"succeeded_on": 3})
-    assert "flaky failure 2 of 2" in job["last_error"]  # the history of the last failure is kept
+    assert job["last_error"] is None  # no current failure; the history of the last one is in attempts
+    assert "flaky failure 2 of 2" in job["attempts"][1]["error"]
 
 
 def test_a_body_always_failing_ends_dead_with_attempts_exhausted() -> None:
@@ -169,18 +170,23 @@ def test_a_lapsed_lease_is_handed_back_and_the_attempt_counts(frozen_clock) -> N
                                        visible_at=frozen_clock.now() - timedelta(seconds=1))
     drain()
     job = ops.get_job(r.id)
-    assert (job["state"], job["attempt"]) == ("done", 2)
-    assert job["error_code"] == "X_LEASE_LAPSED"
+    assert (job["state"], job["attempt"], job["error_code"]) == ("done", 2, None)  # no current failure
+    assert [(a["outcome"], a["error_code"]) for a in job["attempts"]] == [("retried", "X_LEASE_LAPSED"),
+                                                                           ("done", None)]
 
 
-def test_a_lease_lapsing_on_the_final_attempt_dead_letters(frozen_clock) -> None:
+def test_a_lease_lapsing_on_the_final_attempt_dead_letters(frozen_clock, caplog) -> None:
     r = jobs.noop.enqueue(key="final")
     Job.objects.filter(id=r.id).update(state="running", attempt=3, max_attempts=3, claimed_by="dead-worker",
                                        visible_at=frozen_clock.now() - timedelta(seconds=1))
-    drain()
+    with caplog.at_level("WARNING", logger="ultimate_jobs"):
+        drain()
     job = ops.get_job(r.id)
     assert (job["state"], job["attempt"], job["stop_reason"]) == ("dead", 3, "lease-lapsed")
     assert "lease lapsed on the final attempt" in job["last_error"]
+    # The seeds' name for a lapse the claim settles for good; a handed-back one is jobs.lease.rescued.
+    assert f"jobs.claim.exhausted job_id={r.id} name=tests.noop queue=default now=dead" in caplog.text
+    assert "jobs.lease.rescued" not in caplog.text
 
 
 def test_a_live_lease_is_not_rescued(frozen_clock) -> None:
@@ -200,7 +206,7 @@ def test_settlement_is_fenced_on_the_claim_token(caplog, make_worker) -> None:
     with caplog.at_level(logging.WARNING, logger="ultimate_jobs"):
         worker.run_once()
     assert Job.objects.get(id=r.id).state == "cancelled"
-    assert "jobs.settle.lost" in caplog.text
+    assert "jobs.settle.unowned" in caplog.text
     # A re-claimed row (new token) is just as safe from the old worker.
     r2 = jobs.noop.enqueue(key="fenced2")
     (run2,) = worker.run_once()

@@ -80,11 +80,13 @@ class UltimateJobsBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unus
         bound = run_task.using(queue=task.queue_name, priority=-task.priority, run_at=task.run_after,
                                database=self.database)
         row = dataclasses.replace(bound.row(payload), max_attempts=retry_for(task, self).attempts)
-        written = submit([row], database=self.database or get_settings().DATABASE)[0]
+        database = self.database or get_settings().DATABASE
+        written = submit([row], database=database)[0]
         if written.deduped:
             result = self.get_result(str(written.id))
-        else:
-            result = results.enqueued(task, str(written.id), args_json, kwargs_json, self.alias)
+        else:  # enqueued_at as the row holds it, so get_result(id) answers this very result
+            enqueued_at = results.enqueued_at(written.id, staged=written.staged, queue=row.queue, database=database)
+            result = results.enqueued(task, str(written.id), args_json, kwargs_json, self.alias, enqueued_at)
         task_enqueued.send(type(self), task_result=result)
         return result
 

@@ -8,9 +8,9 @@ from typing import Any
 from django.core.exceptions import SuspiciousOperation
 from django.utils.module_loading import import_string
 
+from ultimate_jobs.names import TASK_JOB as TASK_JOB  # defined below the operator API, which reads it too
 from ultimate_jobs.retry import Retry
 
-TASK_JOB = "django_tasks"
 RETRY_ATTRIBUTE = "_ultimate_jobs_retry"
 NO_RETRY = Retry(attempts=1)
 

@@ -81,11 +81,20 @@ def from_row(row: dict[str, Any]) -> TaskResult[..., Any]:
     return result
 
 
-def enqueued(task: Any, result_id: str, args: list[Any], kwargs: dict[str, Any], backend: str) -> TaskResult[..., Any]:
-    """The ``TaskResult`` an enqueue answers: READY, nothing run yet."""
-    from django.utils import timezone
+def enqueued_at(job_id: UUID, *, staged: bool, queue: str, database: str) -> datetime | None:
+    """When the row just written says it was enqueued: a job's ``created_at`` (the database's
+    clock, as ``read`` answers it), or a staged row's ``staged_at`` (on the caller's database)."""
+    if staged:
+        return (OutboxEntry.objects.using(database).filter(id=job_id)
+                .values_list("staged_at", flat=True).first())
+    return (Job.objects.using(alias_for_queue(queue, home=database)).filter(id=job_id)
+            .values_list("created_at", flat=True).first())
 
-    return TaskResult(task=task, id=result_id, status=TaskResultStatus.READY, enqueued_at=timezone.now(),
+
+def enqueued(task: Any, result_id: str, args: list[Any], kwargs: dict[str, Any], backend: str,
+             enqueued_at: datetime | None) -> TaskResult[..., Any]:
+    """The ``TaskResult`` an enqueue answers: READY, nothing run yet, ``enqueued_at`` the row's."""
+    return TaskResult(task=task, id=result_id, status=TaskResultStatus.READY, enqueued_at=enqueued_at,
                       started_at=None, finished_at=None, last_attempted_at=None, args=args, kwargs=kwargs,
                       backend=backend, errors=[], worker_ids=[])
 

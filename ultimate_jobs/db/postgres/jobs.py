@@ -189,8 +189,10 @@ settled AS (
                         ELSE v.state END,
            attempt = j.attempt - v.uncount,
            result = coalesce(v.result::jsonb, j.result),
-           last_error = coalesce(v.last_error, j.last_error),
-           error_code = coalesce(v.error_code, j.error_code),
+           -- last_error/error_code describe the current failure: a done job has none (its
+           -- earlier failures stay in attempts); a retry or suspension keeps the last one.
+           last_error = CASE WHEN v.state = 'done' THEN NULL ELSE coalesce(v.last_error, j.last_error) END,
+           error_code = CASE WHEN v.state = 'done' THEN NULL ELSE coalesce(v.error_code, j.error_code) END,
            stop_reason = v.stop_reason,
            run_at = CASE WHEN v.state IN ('retry', 'ready', 'suspended')
                          THEN t.now + v.delay * interval '1 second' ELSE j.run_at END,

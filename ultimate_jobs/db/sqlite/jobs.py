@@ -75,10 +75,12 @@ _ATTEMPT_APPEND: LiteralString = """json_insert(
                                'outcome', %s, 'error_code', %s, 'error', %s))"""
 
 JOB_SETTLE: LiteralString = """
--- Settle one finished attempt, fenced on the claim token and state = 'running'.
+-- Settle one finished attempt, fenced on the claim token and state = 'running'. A done job has no
+-- current error (its earlier failures stay in attempts): the two CASE flags are 1 for done.
 UPDATE ultimate_jobs_job
    SET state = %s, attempt = attempt - %s, result = coalesce(%s, result),
-       last_error = coalesce(%s, last_error), error_code = coalesce(%s, error_code), stop_reason = %s,
+       last_error = CASE WHEN %s THEN NULL ELSE coalesce(%s, last_error) END,
+       error_code = CASE WHEN %s THEN NULL ELSE coalesce(%s, error_code) END, stop_reason = %s,
        run_at = coalesce(%s, run_at), visible_at = NULL, finished_at = %s, updated_at = %s,
        attempts = CASE WHEN %s THEN attempts ELSE """ + _ATTEMPT_APPEND + """ END
  WHERE id = %s AND claim = %s AND state = 'running'
@@ -197,8 +199,10 @@ class JobStatements(SqliteConnection):
                 if state == "retry":
                     state = "delayed" if s.delay > 0 else "ready"
                 run_at = ts(when + timedelta(seconds=s.delay)) if s.state in ("retry", "ready", "suspended") else None
-                cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, s.last_error, s.error_code,
-                                            s.stop_reason, run_at, stamp if state in TERMINAL_STATES else None, stamp,
+                done = 1 if state == "done" else 0
+                cursor.execute(JOB_SETTLE, [state, 1 if s.uncount else 0, s.result, done, s.last_error, done,
+                                            s.error_code, s.stop_reason, run_at,
+                                            stamp if state in TERMINAL_STATES else None, stamp,
                                             s.uncount, *_entry(when, when - timedelta(seconds=s.elapsed or 0),
                                                                _OUTCOMES.get(s.state, s.state), s.error_code,
                                                                s.last_error),

@@ -1,11 +1,12 @@
 """``python manage.py jobs <subcommand> [--json]``: operate the queue from a terminal.
 
-Subcommands: ``ls``, ``show``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
+Subcommands: ``ls``, ``show``, ``enqueue``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
 ``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``, ``top``; ``--json`` on every one.
 An id argument takes a whole id, its first characters or the short form ``01a23171…3bc2``.
 Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback), 2 a
 usage error, 3 ``doctor`` found offending rows or skipped a check, 4 a bulk ``retry``/``promote``/
-``rm`` without ``--yes`` (it printed the count it would touch and changed nothing). Writes are
+``rm`` without ``--yes`` (it printed the count it would touch and changed nothing), 141 the reader
+of its output went away (``jobs stats | head``: quietly, as a command SIGPIPE ended). Writes are
 logged with ``--by`` (default ``cli:<OS user>``). See docs/reference/cli.md.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 from typing import Any
 
@@ -23,6 +25,8 @@ from ultimate_jobs.errors import JobsError
 from ultimate_jobs.management import raw_stream
 from ultimate_jobs.management.jobs_cli import JobsCLI
 from ultimate_jobs.models.jobs import STATES
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command a closed pipe ended
 
 
 def _duration(text: str) -> float:
@@ -61,7 +65,7 @@ def _os_user() -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate the jobs queue: list, show, retry, cancel, promote, remove, pause, stats, doctor."
+    help = "Operate the jobs queue: list, show, enqueue, retry, cancel, promote, remove, pause, stats, doctor."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--json", action="store_true", help="Print one JSON document instead of tables.")
@@ -74,8 +78,8 @@ class Command(BaseCommand):
                                help="Print one JSON document instead of tables.")
             return child
 
-        ls = sub("ls", "List jobs, newest first (keyset pages of at most 200).")
-        _filters(ls)
+        ls = sub("ls", "List jobs, newest first (keyset pages of at most 200); --state staged: the outbox's.")
+        _filters(ls, states=(*STATES, "staged"))
         ls.add_argument("--id-prefix", help="Jobs whose id starts with this (hex, dashes optional).")
         ls.add_argument("--limit", type=_limit, default=50, help="Rows per page, 1 to 200 (50).")
         ls.add_argument("--after", help="The next (older) page: the 'next' cursor of the page before.")
@@ -92,6 +96,12 @@ class Command(BaseCommand):
                                "call prints how many jobs it would touch and exits 4, changing nothing.")
             if name == "retry":
                 child.add_argument("--from-step", help="Drop this step and every later one, so they run again.")
+        enqueue = sub("enqueue", "Enqueue one run of a job declared in this process (the one enqueue path).")
+        enqueue.add_argument("name", help="The job's name, as declared (jobs registered by installed apps).")
+        enqueue.add_argument("--input", default="{}", help="The job's keyword arguments as a JSON object ({}).")
+        enqueue.add_argument("--queue", help="Another queue than the job's own.")
+        enqueue.add_argument("--delay", help="Run no sooner than this from now: 30s, 10m, 3h, 2d.")
+        enqueue.add_argument("--tenant", dest="tenant_id", help="The tenant it acts for (checked against the input).")
         cancel = sub("cancel", "Cancel a live job (a running one stops at its next heartbeat).")
         cancel.add_argument("id")
         cancel.add_argument("--reason", help="Why, kept on the job.")
@@ -125,7 +135,23 @@ class Command(BaseCommand):
                     *self.base_stealth_options):
             options.pop(key, None)
         cli = JobsCLI(raw_stream(self.stdout), raw_stream(self.stderr), json=as_json, by=by)
-        code = cli.run(command, **options)
-        self.stdout.flush()
+        try:
+            code = cli.run(command, **options)
+            self.stdout.flush()
+        except BrokenPipeError:
+            _stdout_to_devnull()
+            code = EXIT_BROKEN_PIPE
         if code:
             sys.exit(code)
+
+
+def _stdout_to_devnull() -> None:
+    """The reader of stdout went away (``jobs stats | head``): point the descriptor at /dev/null, so
+    what Python still holds for stdout is flushed there at exit instead of raising a second time."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real stream (call_command's StringIO)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

@@ -34,6 +34,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _concurrency(text: str) -> int | dict[str, int]:
+    """``--concurrency``: a number, or queue=number pairs; a bad one is argparse's usage error
+    (exit 2) carrying ``X_CONFIG_INVALID``, never int()'s message."""
+    try:
+        return parse_concurrency(text, [])
+    except JobsError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _duration(text: str) -> float:
     try:
         return to_seconds(text, subject="--drain-timeout", positive=False)
@@ -65,7 +74,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--queues", help="Comma-separated queues (default: the QUEUES setting).")
-        parser.add_argument("--concurrency", help="Slots: a number shared by the queues, or a=4,b=2 per queue.")
+        parser.add_argument("--concurrency", type=_concurrency,
+                            help="Slots: a number shared by the queues, or a=4,b=2 per queue.")
         parser.add_argument("--max-in-flight", type=_positive_int, help="Cap on this process's runs in flight.")
         parser.add_argument("--roles", type=_roles, default=self._default_roles,
                             help="Comma-separated roles: worker,scheduler,relay (default: all three).")
@@ -118,4 +128,4 @@ class Command(BaseCommand):
                               # lost: attempts whose outcome was discarded because the row stopped being
                               # this worker's (an operator's cancel, or a lapsed lease another worker took).
                               + (" (lost: results not stored because the job was cancelled or reclaimed "
-                                 "meanwhile; see jobs.settle.lost in the log)" if stats["lost"] else ""))
+                                 "meanwhile; see jobs.settle.unowned in the log)" if stats["lost"] else ""))
