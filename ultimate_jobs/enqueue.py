@@ -156,7 +156,10 @@ class EnqueueOptions:
         if job.tenant_id is not None and claimed is not None and claimed != job.tenant_id:
             raise JobsError(X_JOB_TENANT_MISMATCH, f"{job.name}: the enqueue names tenant {claimed!r} but the "
                             f"input belongs to {job.tenant_id!r}.")
-        return JobRow(id=uuid7(), run_id=self.run_id or uuid7(), name=job.name,
+        # A run's first job carries its own id as its run id: it is found by the primary key, and
+        # only a job that joins another run enters the run-member index (0013_write_path).
+        job_id = uuid7()
+        return JobRow(id=job_id, run_id=self.run_id or job_id, name=job.name,
                       queue=job.queue if self.queue is None else self.queue,
                       priority=job.priority if self.priority is None else self.priority, payload=job.payload,
                       idempotency_key=key, tenant_id=claimed if claimed is not None else job.tenant_id,

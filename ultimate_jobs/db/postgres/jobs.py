@@ -16,7 +16,7 @@ from psycopg.rows import kwargs_row
 
 from ultimate_jobs.db.postgres.connection import PostgresConnection
 from ultimate_jobs.db.postgres.counters import _COUNT_SETTLED
-from ultimate_jobs.db.states import LIVE, TERMINAL
+from ultimate_jobs.db.states import LIVE, RUN_FIRST, RUN_JOINED, TERMINAL
 from ultimate_jobs.db.store import (
     ATTEMPT_ERROR_CHARS,
     ATTEMPTS_KEPT,
@@ -277,8 +277,10 @@ RETURNING j.id
 JOB_PURGE_FINISHED: LiteralString = """
 -- Delete one batch of finished jobs past their retention (done after done_retention; dead,
 -- failed and cancelled after dead_retention), then the steps of runs left with no job. SKIP
--- LOCKED lets two purges share the work; the batch bounds each transaction. The orphan check
--- excludes `doomed` because a data-modifying CTE's siblings still see the deleted rows.
+-- LOCKED lets two purges share the work; the batch bounds each transaction. Both picks are ranges
+-- of the finished index (state, finished_at), so a table of live rows costs the purge nothing. The
+-- orphan check excludes `doomed` because a data-modifying CTE's siblings still see the deleted rows;
+-- it asks for the run's jobs in the two places they are indexed (db/states.py RUN_FIRST, RUN_JOINED).
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 doomed AS (
     SELECT j.id, j.run_id FROM ultimate_jobs_job AS j, t
@@ -292,7 +294,11 @@ steps AS (
     DELETE FROM ultimate_jobs_jobstep AS s
      WHERE s.run_id IN (SELECT g.run_id FROM gone AS g)
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
-                        WHERE k.run_id = s.run_id AND k.id NOT IN (SELECT d.id FROM doomed AS d))
+                        WHERE """ + RUN_FIRST.format(job="k", run="s.run_id") + """
+                          AND k.id NOT IN (SELECT d.id FROM doomed AS d))
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
+                        WHERE """ + RUN_JOINED.format(job="k", run="s.run_id") + """
+                          AND k.id NOT IN (SELECT d.id FROM doomed AS d))
     RETURNING s.id)
 SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM steps) AS steps
 """
