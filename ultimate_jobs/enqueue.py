@@ -11,7 +11,8 @@ a transaction on the jobs database the rows are staged in the outbox on the call
 (its commit is the enqueue, its rollback means the job never existed); in autocommit they go
 straight into the job table, unless ``OUTBOX="required"`` refuses that (``X_OUTBOX_NO_TX``). The
 relay and the scheduler pass ``direct=True``: they write jobs inside their own transactions (a
-publish, a watermark), never a caller's. Either way one statement per 1,000 rows.
+publish, a watermark), never a caller's. Staged, one statement per 1,000 rows; inserted, as the store
+writes a batch (PostgreSQL: one INSERT per 1,000 rows, or one COPY of up to 10,000).
 """
 
 from __future__ import annotations
@@ -241,8 +242,8 @@ def _submit_on(rows: list[JobRow], store: Store, *, direct: bool) -> list[Enqueu
             raise JobsError(X_OUTBOX_NO_TX, f"{rows[0].name}: enqueue outside a transaction on database "
                             f"{store.alias!r} while ULTIMATE_JOBS['OUTBOX'] is \"required\".")
     written: dict[tuple[str, str, str], Inserted] = {}
-    for start in range(0, len(unique), STATEMENT_ROWS):
-        chunk = unique[start:start + STATEMENT_ROWS]
+    for start in range(0, len(unique), store.insert_batch_rows):
+        chunk = unique[start:start + store.insert_batch_rows]
         wake, later = _wake_due(store, chunk, JOBS_CHANNEL)
         answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=wake)
         WAKES.owe(store.alias, JOBS_CHANNEL, later, get_settings().WAKE_WINDOW)

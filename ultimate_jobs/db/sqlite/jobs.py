@@ -147,6 +147,8 @@ def _entry(when: datetime, started: datetime | None, outcome: str, code: str | N
 class JobStatements(SqliteConnection):
     """The ``job_*`` methods and ``queue_wake``."""
 
+    insert_batch_rows = 1_000  # one INSERT statement's parameters
+
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
                         notify: Sequence[str] = ()) -> list[Inserted]:
         when = now or clock.now()
