@@ -75,26 +75,24 @@ woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', q.queue) FROM (SELECT DIS
 SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
 """
 
+_NOW: LiteralString = "coalesce(%(now)s::timestamptz, now())"
+_RUN_AT: LiteralString = "coalesce(%(run_at)s::timestamptz, " + _NOW + " + %(delay)s * interval '1 second')"
+
 JOB_INSERT_ONE: LiteralString = """
--- The one-row form of JOB_INSERT_MANY (a single enqueue): the same conflict target, no arrays
--- to build and unpack on the hot path.
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
-ins AS (
-    INSERT INTO ultimate_jobs_job AS j (
-        id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
-        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
-    SELECT %(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s,
-           CASE WHEN coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second') > t.now
-                THEN 'delayed' ELSE 'ready' END,
-           %(payload)s::jsonb, %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s,
-           coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second'), %(concurrency_key)s,
-           %(traceparent)s, t.now, t.now
-      FROM t
-    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
-       WHERE state IN """ + LIVE + """ DO NOTHING
-    RETURNING j.id, j.queue),
-woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', ins.queue) FROM ins WHERE %(notify)s)
-SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
+-- The one-row form of JOB_INSERT_MANY (a single enqueue): the same conflict target, written as a
+-- plain INSERT ... VALUES, with no CTE to materialise and no arrays to build and unpack on the hot
+-- path. The wake rides in RETURNING, so it is sent only for a row actually inserted (a deduped
+-- enqueue returns no row and wakes nobody), at commit, and only when %(notify)s says one is due.
+INSERT INTO ultimate_jobs_job AS j (
+    id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
+    attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+VALUES (%(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s,
+        CASE WHEN """ + _RUN_AT + " > " + _NOW + """ THEN 'delayed' ELSE 'ready' END,
+        %(payload)s::jsonb, %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s,
+        """ + _RUN_AT + """, %(concurrency_key)s, %(traceparent)s, """ + _NOW + ", " + _NOW + """)
+ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+   WHERE state IN """ + LIVE + """ DO NOTHING
+RETURNING j.id, CASE WHEN %(notify)s::boolean THEN pg_notify('""" + JOBS_CHANNEL + """', j.queue)::text END
 """
 
 JOB_LIVE_BY_KEY: LiteralString = """
