@@ -28,6 +28,7 @@ and its end, the wake with the ``COMMIT``).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, LiteralString
@@ -153,9 +154,23 @@ def row_params(row: JobRow) -> dict[str, Any]:
     }
 
 
-def _verbatim(text: str) -> str:
-    """The payload is JSON text already (the declaration encoded it): sent as it is."""
-    return text
+@functools.cache
+def _jsonb_text_dumper() -> type[Any]:
+    """A binary ``jsonb`` dumper for JSON that is text already (the declaration encoded it): the
+    format's version byte and the text, with no Python ``json.dumps`` per row. Registered by oid
+    only, so it serves the COPY's ``set_types`` and nothing else the cursor sends."""
+    from psycopg.adapt import Dumper
+    from psycopg.postgres import types
+    from psycopg.pq import Format
+
+    class JsonbText(Dumper):
+        format = Format.BINARY
+        oid = types["jsonb"].oid
+
+        def dump(self, obj: str) -> bytes:
+            return b"\x01" + obj.encode()
+
+    return JsonbText
 
 
 class InsertStatements(PostgresConnection):
@@ -212,13 +227,13 @@ class InsertStatements(PostgresConnection):
         """Write ``rows`` (distinct dedupe keys) as ``job_insert_many`` does, by one binary COPY;
         answer None, having written nothing, when a key was taken between the look-up and the COPY."""
         import psycopg
-        from psycopg.types.json import Jsonb
 
         wrapper = self._connections[self.alias]
         with wrapper.wrap_database_errors:
             conn = self._connect(wrapper)
             own = bool(conn.autocommit)
             with psycopg.Cursor(conn) as cursor:
+                cursor.adapters.register_dumper(None, _jsonb_text_dumper())  # this cursor's COPY only
                 try:
                     with contextlib.nullcontext() if own else transaction.atomic(using=self.alias):
                         with conn.pipeline():
@@ -237,12 +252,12 @@ class InsertStatements(PostgresConnection):
                             with cursor.copy(JOB_COPY) as copy:
                                 copy.set_types(list(COPY_TYPES))
                                 for r in fresh:
-                                    run_at = r.run_at if r.run_at is not None else clock + timedelta(seconds=r.delay)
+                                    run_at = r.run_at if r.run_at is not None else (
+                                        clock + timedelta(seconds=r.delay) if r.delay else clock)
                                     copy.write_row((
                                         r.id, r.run_id, r.name, r.queue, r.priority,
-                                        "delayed" if run_at > clock else "ready",
-                                        Jsonb(r.payload, dumps=_verbatim), r.idempotency_key, r.tenant_id,
-                                        r.enqueued_by, 0, r.max_attempts, run_at, r.concurrency_key,
+                                        "delayed" if run_at > clock else "ready", r.payload, r.idempotency_key,
+                                        r.tenant_id, r.enqueued_by, 0, r.max_attempts, run_at, r.concurrency_key,
                                         r.traceparent, clock, clock))
                         queues = sorted({r.queue for r in fresh} & set(notify))
                         with conn.pipeline():
@@ -256,7 +271,8 @@ class InsertStatements(PostgresConnection):
                     return None
                 except BaseException:
                     if own and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                        conn.execute("ROLLBACK")
+                        with contextlib.suppress(psycopg.Error):  # a broken connection: the first error stands
+                            conn.execute("ROLLBACK")
                     raise
         answers = {r.dedupe_key: Inserted(id=r.id, run_id=r.run_id, deduped=False) for r in fresh}
         answers.update(held)
