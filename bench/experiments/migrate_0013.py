@@ -67,6 +67,6 @@ stop.set()
 thread.join()
 connections.close_all()
 ms = sorted(x * 1000 for x in latencies)
-print(f"migrate 0013 on {ROWS:,} rows: {took:.1f} s; {len(ms)} enqueues meanwhile: median {statistics.median(ms):.1f} ms, "
-      f"p99 {ms[int(len(ms) * 0.99)]:.1f} ms, max {ms[-1]:.1f} ms")
+print(f"migrate 0013 on {ROWS:,} rows: {took:.1f} s; {len(ms)} enqueues meanwhile: "
+      f"median {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms, max {ms[-1]:.1f} ms")
 measure.drop_database()
