@@ -106,6 +106,9 @@ class EnqueueOptions:
               enqueued_by: object = None, database: str | None = None) -> EnqueueOptions:
         """Validate ``using()``'s arguments; raise ``X_JOB_INPUT_INVALID`` (or ``X_QUEUE_INVALID``,
         ``X_ID_INVALID``, ``X_CONFIG_INVALID`` for an unimportable ``TENANT_OF``)."""
+        if (delay is None and run_at is None and queue is None and priority is None and tenant_id is None
+                and run_id is None and enqueued_by is None and database is None):
+            return _NO_OPTIONS  # a plain enqueue() asks for these on every call: nothing to check
         if delay is not None and run_at is not None:
             raise JobsError(X_JOB_INPUT_INVALID, "using() takes delay= or run_at=, not both.")
         delay_s = 0.0 if delay is None else to_seconds(delay, subject="delay", positive=False,
@@ -166,6 +169,9 @@ class EnqueueOptions:
                       idempotency_key=key, tenant_id=claimed if claimed is not None else job.tenant_id,
                       enqueued_by=self.enqueued_by, max_attempts=job.max_attempts, delay=self.delay,
                       run_at=self.run_at, concurrency_key=job.concurrency_key, traceparent=current_traceparent())
+
+
+_NO_OPTIONS = EnqueueOptions()
 
 
 def _tenant_answer(path: str, found: object) -> str | None:
