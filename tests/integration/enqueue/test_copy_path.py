@@ -87,3 +87,43 @@ def test_a_small_batch_stays_one_insert(monkeypatch: pytest.MonkeyPatch) -> None
     calls = _copies(monkeypatch)
     noop.enqueue_many([{"key": f"s-{i}"} for i in range(inserts.COPY_MIN_ROWS - 1)])
     assert calls == []
+
+
+def test_two_batches_racing_for_the_same_keys_make_one_job_per_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two threads (two connections) enqueue overlapping keys in opposite orders, at once, three
+    # times: each COPY may meet the other's uncommitted keys (a unique violation or a deadlock),
+    # write nothing, and hand over to the INSERT path. No call fails; every key is one job.
+    import threading
+
+    from django.db import connections
+
+    calls = _copies(monkeypatch)
+    errors: list[BaseException] = []
+    answers: dict[str, set] = {}
+    lock = threading.Lock()
+
+    def enqueue(keys: list[str], barrier: threading.Barrier) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results = noop.enqueue_many([{"key": k} for k in keys])
+            with lock:
+                for k, r in zip(keys, results, strict=True):
+                    answers.setdefault(k, set()).add(r.id)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    for rnd in range(3):
+        keys = [f"race-{rnd}-{i}" for i in range(N)]
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=enqueue, args=(keys, barrier)),
+                   threading.Thread(target=enqueue, args=(list(reversed(keys)), barrier))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    assert not errors, errors
+    assert len(answers) == 3 * N and all(len(ids) == 1 for ids in answers.values())
+    assert Job.objects.count() == 3 * N
+    assert len(calls) == 6, calls  # every batch tried the COPY (how many handed over depends on the race)

@@ -154,6 +154,10 @@ def row_params(row: JobRow) -> dict[str, Any]:
     }
 
 
+def _live_key(row: JobRow) -> tuple[str, str, str]:
+    return row.name, row.tenant_id or "", row.idempotency_key
+
+
 @functools.cache
 def _jsonb_text_dumper() -> type[Any]:
     """A binary ``jsonb`` dumper for JSON that is text already (the declaration encoded it): the
@@ -182,14 +186,21 @@ class InsertStatements(PostgresConnection):
                         notify: Sequence[str] = ()) -> list[Inserted]:
         """A batch of ``COPY_MIN_ROWS`` or more by binary COPY (``job_copy_many``), unless a key was
         taken meanwhile; otherwise, and for a smaller batch, one ``INSERT ... ON CONFLICT`` per 1,000 rows."""
+        # Every batch writes its keys in one order (the live key's), so two batches taking the
+        # same keys at once wait for each other in line instead of deadlocking; answers are read
+        # back in the caller's order.
+        ordered = sorted(rows, key=_live_key) if len(rows) > 1 else list(rows)
+        answers: list[Inserted] | None = None
         if len(rows) >= COPY_MIN_ROWS:
-            copied = self.job_copy_many(rows=rows, now=now, notify=notify)
-            if copied is not None:
-                return copied
-        answers: list[Inserted] = []
-        for start in range(0, len(rows), INSERT_STATEMENT_ROWS):
-            answers += self._job_insert_chunk(rows[start:start + INSERT_STATEMENT_ROWS], now, notify)
-        return answers
+            answers = self.job_copy_many(rows=ordered, now=now, notify=notify)
+        if answers is None:
+            answers = []
+            for start in range(0, len(ordered), INSERT_STATEMENT_ROWS):
+                answers += self._job_insert_chunk(ordered[start:start + INSERT_STATEMENT_ROWS], now, notify)
+        if ordered is rows or len(rows) == 1:
+            return answers
+        by_key = {r.dedupe_key: answer for r, answer in zip(ordered, answers, strict=True)}
+        return [by_key[r.dedupe_key] for r in rows]
 
     def _job_insert_chunk(self, rows: Sequence[JobRow], now: datetime | None,
                           notify: Sequence[str]) -> list[Inserted]:
@@ -225,7 +236,8 @@ class InsertStatements(PostgresConnection):
     def job_copy_many(self, *, rows: Sequence[JobRow], now: datetime | None,
                       notify: Sequence[str] = ()) -> list[Inserted] | None:
         """Write ``rows`` (distinct dedupe keys) as ``job_insert_many`` does, by one binary COPY;
-        answer None, having written nothing, when a key was taken between the look-up and the COPY."""
+        answer None, having written nothing, when a key was taken between the look-up and the COPY
+        (or the COPY deadlocked with another batch taking the same keys)."""
         import psycopg
 
         wrapper = self._connections[self.alias]
@@ -265,7 +277,9 @@ class InsertStatements(PostgresConnection):
                                 cursor.execute(JOB_COPY_WAKE, {"queues": queues})
                             if own:
                                 conn.execute("COMMIT")
-                except psycopg.errors.UniqueViolation:
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+                    # A key another enqueue took after the look-up (or two batches inserting the same
+                    # keys in different orders): nothing was written, and the INSERT path decides.
                     if own:
                         conn.execute("ROLLBACK")
                     return None
