@@ -102,7 +102,8 @@ class Job(models.Model):
                          condition=Q(state__in=TERMINAL_STATES)),
             # A run's jobs by run id. A run's first job carries its own id as its run id
             # (EnqueueOptions.row) and is found by the primary key; only a job that joined another
-            # run (using(run_id=...)) is indexed here. Readers ask for both: db/runs.py's RUN_MEMBERS.
+            # run (using(run_id=...)) is indexed here. Readers ask for both (JobQuerySet.of_runs;
+            # db/states.py RUN_FIRST and RUN_JOINED in the SQL).
             models.Index(fields=["run_id"], name="ultimate_jobs_job_run_member", condition=~Q(run_id=F("id"))),
         ]
         permissions = [
