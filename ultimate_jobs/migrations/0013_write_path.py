@@ -13,37 +13,69 @@
 # the whole table (a few seconds per million rows); see docs/upgrading.md for timings, for running the
 # four statements by hand before `migrate` on a huge table, and for an interrupted build (an INVALID
 # index: drop it and migrate again). SQLite gets the plain index operations.
-from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
-from django.db import migrations, models
+from django.db import NotSupportedError, migrations, models
 from django.db.models import F, Q
 
+# Django's AddIndexConcurrently / RemoveIndexConcurrently (django.contrib.postgres.operations) would
+# do on PostgreSQL, but importing them imports psycopg, which a SQLite install never does; these
+# two say the same on PostgreSQL and fall back to the plain statements elsewhere.
 
-class AddIndexAnywhere(AddIndexConcurrently):
+
+def _concurrently(schema_editor) -> bool:  # type: ignore[no-untyped-def]
+    if schema_editor.connection.vendor != "postgresql":
+        return False
+    if schema_editor.connection.in_atomic_block:
+        raise NotSupportedError("CREATE/DROP INDEX CONCURRENTLY cannot run inside a transaction "
+                                "(the migration sets atomic = False).")
+    return True
+
+
+class AddIndexAnywhere(migrations.AddIndex):
     """CREATE INDEX CONCURRENTLY on PostgreSQL, a plain CREATE INDEX elsewhere (SQLite)."""
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            return super().database_forwards(app_label, schema_editor, from_state, to_state)
-        return migrations.AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            if _concurrently(schema_editor):
+                schema_editor.add_index(model, self.index, concurrently=True)
+            else:
+                schema_editor.add_index(model, self.index)
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            return super().database_backwards(app_label, schema_editor, from_state, to_state)
-        return migrations.AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            if _concurrently(schema_editor):
+                schema_editor.remove_index(model, self.index, concurrently=True)
+            else:
+                schema_editor.remove_index(model, self.index)
+
+    def describe(self):  # type: ignore[no-untyped-def]
+        return f"Create index {self.index.name} on {self.model_name} (concurrently on PostgreSQL)"
 
 
-class RemoveIndexAnywhere(RemoveIndexConcurrently):
+class RemoveIndexAnywhere(migrations.RemoveIndex):
     """DROP INDEX CONCURRENTLY on PostgreSQL, a plain DROP INDEX elsewhere (SQLite)."""
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            return super().database_forwards(app_label, schema_editor, from_state, to_state)
-        return migrations.RemoveIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            index = from_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+            if _concurrently(schema_editor):
+                schema_editor.remove_index(model, index, concurrently=True)
+            else:
+                schema_editor.remove_index(model, index)
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            return super().database_backwards(app_label, schema_editor, from_state, to_state)
-        return migrations.RemoveIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            index = to_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+            if _concurrently(schema_editor):
+                schema_editor.add_index(model, index, concurrently=True)
+            else:
+                schema_editor.add_index(model, index)
+
+    def describe(self):  # type: ignore[no-untyped-def]
+        return f"Remove index {self.name} from {self.model_name} (concurrently on PostgreSQL)"
 
 
 class Migration(migrations.Migration):
