@@ -55,19 +55,22 @@ test-sqlite: venv
 
 # make bench: the peer comparison (the harness in $(BENCH_PEER_DIR), each peer in its own venv under
 # $(BENCH_VENV_ROOT), made on first use) interleaved with our own cases, BENCH_ROUNDS rounds, then
-# bench/RESULTS.md and docs/scaling-workers.png from that one run. About 30 min for 3 rounds on 2 cores.
+# bench/RESULTS.md and docs/scaling-workers.png from that one run. About 40 min for 3 rounds on 2 cores.
 BENCH_ROUNDS ?= 3
 BENCH_PEER_DIR ?= ../shared/peer-bench
 BENCH_VENV_ROOT ?= /tmp/pb
-BENCH_PEERS ?= pgqueuer procrastinate chancy oban
+# celery_redis and celery_rabbitmq (Celery 5 over Redis at 127.0.0.1:6379 and RabbitMQ at 127.0.0.1:5672,
+# both running before the bench) share one venv, perf-venv-celery (setup_venvs.sh celery).
+BENCH_PEERS ?= pgqueuer procrastinate chancy oban celery_redis celery_rabbitmq
 BENCH_STAMP := $(shell date +%Y%m%d-%H%M%S)
 BENCH_OURS := bench/results/ours-$(BENCH_STAMP).jsonl
 BENCH_PEER_OUT := bench/results/peers-$(BENCH_STAMP).jsonl
 
 bench: venv
 	$(PY) -m pip install -q -e '.[bench]'
-	@for tool in $(BENCH_PEERS); do test -d $(BENCH_VENV_ROOT)/perf-venv-$$tool || \
-	  BENCH_VENV_ROOT=$(BENCH_VENV_ROOT) $(abspath $(BENCH_PEER_DIR))/setup_venvs.sh $$tool; done
+	@for tool in $(BENCH_PEERS); do venv=$$tool; case $$tool in celery_*) venv=celery;; esac; \
+	  test -d $(BENCH_VENV_ROOT)/perf-venv-$$venv || \
+	  BENCH_VENV_ROOT=$(BENCH_VENV_ROOT) $(abspath $(BENCH_PEER_DIR))/setup_venvs.sh $$venv; done
 	test -d $(BENCH_VENV_ROOT)/perf-venv-ultimate_jobs || \
 	  BENCH_VENV_ROOT=$(BENCH_VENV_ROOT) $(abspath $(BENCH_PEER_DIR))/setup_venvs.sh ultimate_jobs $(CURDIR)
 	BENCH_VENV_ROOT=$(BENCH_VENV_ROOT) $(PY) bench/run.py --rounds $(BENCH_ROUNDS) --peers \

@@ -98,14 +98,67 @@ def enqueue_many(n: int) -> None:
         noop.enqueue_many([{"i": -1, "seq": next(_seq)} for _ in range(min(10_000, n - start))])
 
 
-def measure_single(n: int = 2000, warmup: int = 20) -> dict[str, float]:
-    """``n`` single enqueues, one commit each, after ``warmup`` untimed ones; answer jobs/s."""
-    for _ in range(warmup):
-        enqueue_one(-1)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        enqueue_one(-1)
-    return {"single_jobs_per_s": n / (time.perf_counter() - t0)}
+# The floor of a single enqueue: the same row's bare INSERT and its COMMIT (autocommit), prepared, on
+# a psycopg connection of its own -- no Python above the driver, no ON CONFLICT, no RETURNING, no wake.
+FLOOR_INSERT = """
+INSERT INTO ultimate_jobs_job (id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id,
+                               enqueued_by, attempt, max_attempts, run_at, concurrency_key, traceparent,
+                               created_at, updated_at)
+VALUES (%(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s, 'ready', %(payload)s::jsonb, %(idempotency_key)s,
+        %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s, now(), %(concurrency_key)s, %(traceparent)s, now(), now())
+"""
+
+
+def _floor_params(k: int) -> list[dict[str, object]]:
+    """``k`` rows exactly as ``enqueue_one`` builds them (untimed): the floor writes the same rows."""
+    from bench.jobs import noop
+
+    bound = noop.using()
+    fields = ("id", "run_id", "name", "queue", "priority", "payload", "idempotency_key", "tenant_id", "enqueued_by",
+              "max_attempts", "delay", "run_at", "concurrency_key", "traceparent")
+    rows = [bound.row({"i": -1, "seq": next(_seq)}) for _ in range(k)]
+    return [{f: getattr(row, f) for f in fields} for row in rows]
+
+
+def measure_single(n: int = 2000, warmup: int = 20, block: int = 100) -> dict[str, float]:
+    """``n`` single enqueues, one commit each, after ``warmup`` untimed ones; answer jobs/s.
+
+    Beside them, in alternating blocks of ``block`` so both see the same moment of the machine: the
+    floor (``FLOOR_INSERT``: the same rows' bare INSERT and COMMIT on psycopg, ``floor_jobs_per_s``)
+    and the store's own statement sent the same way (``JOB_INSERT_ONE`` with its wake off,
+    ``floor_store_sql_jobs_per_s``): the gap between the two floors is the statement's shape, the
+    gap from there to ``single_jobs_per_s`` is the library's Python and Django.
+    """
+    from django.conf import settings
+
+    from ultimate_jobs.db.postgres import JOB_INSERT_ONE  # re-exported there before and after the inserts module
+
+    spent = {"single": 0.0, "floor": 0.0, "floor_store_sql": 0.0}
+    with psycopg.connect(dsn(settings.DATABASES["default"]["NAME"]), autocommit=True) as conn:
+        def floor(params: list[dict[str, object]]) -> None:
+            for p in params:
+                conn.execute(FLOOR_INSERT, p, prepare=True)
+
+        def store_sql(params: list[dict[str, object]]) -> None:
+            for p in params:
+                conn.execute(JOB_INSERT_ONE, {**p, "now": None, "notify": False}, prepare=True).fetchall()
+
+        for _ in range(warmup):
+            enqueue_one(-1)
+        floor(_floor_params(warmup))
+        store_sql(_floor_params(warmup))
+        for start in range(0, n, block):
+            k = min(block, n - start)
+            t0 = time.perf_counter()
+            for _ in range(k):
+                enqueue_one(-1)
+            spent["single"] += time.perf_counter() - t0
+            for name, send in (("floor", floor), ("floor_store_sql", store_sql)):
+                params = _floor_params(k)
+                t0 = time.perf_counter()
+                send(params)
+                spent[name] += time.perf_counter() - t0
+    return {f"{name}_jobs_per_s": n / seconds for name, seconds in spent.items()}
 
 
 def measure_bulk() -> dict[str, float]:

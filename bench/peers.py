@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_DIR = Path(os.environ.get("BENCH_PEER_DIR", "/work/shared/peer-bench"))
-PEERS = ("procrastinate", "pgqueuer", "chancy", "oban", "djtasks", "dbos")
+PEERS = ("procrastinate", "pgqueuer", "chancy", "oban", "djtasks", "dbos", "celery_redis", "celery_rabbitmq")
+VENVS = {"celery_redis": "celery", "celery_rabbitmq": "celery"}  # the two Celery columns share perf-venv-celery
 OURS = "ultimate_jobs"  # the harness's own adapter for this project, when asked for
 
 
@@ -31,7 +32,7 @@ def available(tools: Iterable[str]) -> list[str]:
     return [
         t
         for t in tools
-        if os.path.isdir(os.environ.get(f"BENCH_VENV_{t.upper()}", f"{venv_root()}/perf-venv-{t}"))
+        if os.path.isdir(os.environ.get(f"BENCH_VENV_{t.upper()}", f"{venv_root()}/perf-venv-{VENVS.get(t, t)}"))
     ]
 
 

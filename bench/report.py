@@ -35,42 +35,24 @@ class Metric:
         return text + (f" and >= {self.peer_factor:g}x best peer" if self.peer_factor else "")
 
 
+# Issue 27's goals where the console can judge them (the best peer stands in for PgQueuer; the full
+# verdicts, floor and Celery included, are bench/results_md.py's in bench/RESULTS.md).
 METRICS = [
-    Metric(
-        key="single_jobs_per_s",
-        label="single enqueue, N=2000",
-        unit="jobs/s",
-        higher_is_better=True,
-        goal=2500,
-    ),
-    Metric(key="bulk_1k_ms", label="enqueue_many 1,000", unit="ms", higher_is_better=False, goal=15),
-    Metric(
-        key="bulk_10k_jobs_per_s",
-        label="enqueue_many 10,000",
-        unit="jobs/s",
-        higher_is_better=True,
-        goal=60_000,
-    ),
+    Metric(key="single_jobs_per_s", label="single enqueue, N=2000", unit="jobs/s", higher_is_better=True,
+           goal=0, peer_factor=1),
+    Metric(key="floor_jobs_per_s", label="floor: bare INSERT + COMMIT, same rows", unit="jobs/s",
+           higher_is_better=True),
+    Metric(key="floor_store_sql_jobs_per_s", label="the store's INSERT alone", unit="jobs/s", higher_is_better=True),
+    Metric(key="bulk_1k_ms", label="enqueue_many 1,000", unit="ms", higher_is_better=False, goal=20),
+    Metric(key="bulk_10k_jobs_per_s", label="enqueue_many 10,000", unit="jobs/s", higher_is_better=True, goal=0,
+           peer_factor=1),
     Metric(key="drain_1p_jobs_per_s", label="drain 10k, 1 worker", unit="jobs/s", higher_is_better=True),
-    Metric(
-        key="drain_2p_jobs_per_s",
-        label="drain 10k, 2 workers",
-        unit="jobs/s",
-        higher_is_better=True,
-        goal=10_000,
-        peer_factor=2,
-    ),
-    Metric(
-        key="drain_2p_steady_jobs_per_s",
-        label="drain 10k, 2 workers, steady",
-        unit="jobs/s",
-        higher_is_better=True,
-    ),
-    Metric(key="latency_median_ms", label="idle pickup, median", unit="ms", higher_is_better=False, goal=1.5),
-    Metric(key="latency_p95_ms", label="idle pickup, p95", unit="ms", higher_is_better=False, goal=2.5),
-    Metric(
-        key="rss_2p_mib", label="worker peak RSS, 10 threads", unit="MiB", higher_is_better=False, goal=60
-    ),
+    Metric(key="drain_2p_jobs_per_s", label="drain 10k, 2 workers", unit="jobs/s", higher_is_better=True),
+    Metric(key="drain_2p_steady_jobs_per_s", label="drain 10k, 2 workers, steady", unit="jobs/s",
+           higher_is_better=True, goal=0, peer_factor=2),
+    Metric(key="latency_median_ms", label="idle pickup, median", unit="ms", higher_is_better=False),
+    Metric(key="latency_p95_ms", label="idle pickup, p95", unit="ms", higher_is_better=False),
+    Metric(key="rss_2p_mib", label="worker peak RSS, 10 threads", unit="MiB", higher_is_better=False, goal=60),
 ]
 
 

@@ -27,7 +27,10 @@ median.
 What each metric means (every job is a no-op, so every number is queue overhead):
 
 - **single enqueue** -- ``noop.enqueue(...)`` outside any transaction (the direct path: one
-  INSERT, its own commit), N=2000 calls after 20 untimed warm-ups; jobs/s = N / elapsed.
+  INSERT, its own commit), N=2000 calls after 20 untimed warm-ups; jobs/s = N / elapsed. In
+  alternating blocks of 100 the same case measures the floor, the same rows' bare ``INSERT`` and
+  ``COMMIT`` on a psycopg connection of its own (``floor_jobs_per_s``), and the store's statement
+  sent the same way (``floor_store_sql_jobs_per_s``): the goal reads the enqueue against the floor.
 - **enqueue_many 1,000 / 10,000** -- one ``enqueue_many`` call of 1,000 inputs (ms), then one of
   10,000 (jobs/s), on a fresh database with the connection already open.
 - **drain 10k, 1 or 2 workers** -- 10,000 no-ops enqueued (untimed), then that many real

@@ -11,7 +11,8 @@ a transaction on the jobs database the rows are staged in the outbox on the call
 (its commit is the enqueue, its rollback means the job never existed); in autocommit they go
 straight into the job table, unless ``OUTBOX="required"`` refuses that (``X_OUTBOX_NO_TX``). The
 relay and the scheduler pass ``direct=True``: they write jobs inside their own transactions (a
-publish, a watermark), never a caller's. Either way one statement per 1,000 rows.
+publish, a watermark), never a caller's. Staged, one statement per 1,000 rows; inserted, as the store
+writes a batch (PostgreSQL: one INSERT per 1,000 rows, or one COPY of up to 10,000).
 """
 
 from __future__ import annotations
@@ -106,6 +107,9 @@ class EnqueueOptions:
               enqueued_by: object = None, database: str | None = None) -> EnqueueOptions:
         """Validate ``using()``'s arguments; raise ``X_JOB_INPUT_INVALID`` (or ``X_QUEUE_INVALID``,
         ``X_ID_INVALID``, ``X_CONFIG_INVALID`` for an unimportable ``TENANT_OF``)."""
+        if (delay is None and run_at is None and queue is None and priority is None and tenant_id is None
+                and run_id is None and enqueued_by is None and database is None):
+            return _NO_OPTIONS  # a plain enqueue() asks for these on every call: nothing to check
         if delay is not None and run_at is not None:
             raise JobsError(X_JOB_INPUT_INVALID, "using() takes delay= or run_at=, not both.")
         delay_s = 0.0 if delay is None else to_seconds(delay, subject="delay", positive=False,
@@ -157,12 +161,18 @@ class EnqueueOptions:
         if job.tenant_id is not None and claimed is not None and claimed != job.tenant_id:
             raise JobsError(X_JOB_TENANT_MISMATCH, f"{job.name}: the enqueue names tenant {claimed!r} but the "
                             f"input belongs to {job.tenant_id!r}.")
-        return JobRow(id=uuid7(), run_id=self.run_id or uuid7(), name=job.name,
+        # A run's first job carries its own id as its run id: it is found by the primary key, and
+        # only a job that joins another run enters the run-member index (0013_write_path).
+        job_id = uuid7()
+        return JobRow(id=job_id, run_id=self.run_id or job_id, name=job.name,
                       queue=job.queue if self.queue is None else self.queue,
                       priority=job.priority if self.priority is None else self.priority, payload=job.payload,
                       idempotency_key=key, tenant_id=claimed if claimed is not None else job.tenant_id,
                       enqueued_by=self.enqueued_by, max_attempts=job.max_attempts, delay=self.delay,
                       run_at=self.run_at, concurrency_key=job.concurrency_key, traceparent=current_traceparent())
+
+
+_NO_OPTIONS = EnqueueOptions()
 
 
 def _tenant_answer(path: str, found: object) -> str | None:
@@ -241,8 +251,8 @@ def _submit_on(rows: list[JobRow], store: Store, *, direct: bool) -> list[Enqueu
             raise JobsError(X_OUTBOX_NO_TX, f"{rows[0].name}: enqueue outside a transaction on database "
                             f"{store.alias!r} while ULTIMATE_JOBS['OUTBOX'] is \"required\".")
     written: dict[tuple[str, str, str], Inserted] = {}
-    for start in range(0, len(unique), STATEMENT_ROWS):
-        chunk = unique[start:start + STATEMENT_ROWS]
+    for start in range(0, len(unique), store.insert_batch_rows):
+        chunk = unique[start:start + store.insert_batch_rows]
         wake, later = _wake_due(store, chunk, JOBS_CHANNEL)
         answers = store.job_insert_many(rows=chunk, now=clock.sql_now(), notify=wake)
         WAKES.owe(store.alias, JOBS_CHANNEL, later, get_settings().WAKE_WINDOW)

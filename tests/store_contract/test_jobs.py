@@ -192,3 +192,19 @@ def test_queue_wake_writes_nothing(store: Store) -> None:
     assert store.queue_wake(queues=["q", "q"]) is None
     assert store.queue_wake(queues=[]) is None
     assert job(store, a).state == "ready"
+
+
+@covers("job_insert_many")
+def test_a_large_batch_answers_in_order_dedupes_and_stamps_the_callers_clock(store: Store) -> None:
+    # 600 rows: past COPY_MIN_ROWS, so PostgreSQL writes it by COPY (inserts.py); SQLite as ever.
+    held = insert(store, key="held-7")
+    rows = [job_row(key=f"held-{i}" if i == 7 else f"big-{i}", tenant="t1" if i % 3 == 0 else None,
+                    delay=60.0 if i % 5 == 0 else 0.0) for i in range(600)]
+    answers = store.job_insert_many(rows=rows, now=NOW)
+    assert answers[7] == Inserted(id=held, run_id=job(store, held).run_id, deduped=True)
+    assert [a for i, a in enumerate(answers) if i != 7] == [
+        Inserted(id=r.id, run_id=r.run_id, deduped=False) for i, r in enumerate(rows) if i != 7]
+    late, now = job(store, rows[5].id), job(store, rows[1].id)
+    assert (late.state, late.run_at, now.state, now.run_at, now.created_at) == ("delayed", later(60), "ready", NOW, NOW)
+    assert (job(store, rows[3].id).tenant_id, now.payload, now.attempt, now.attempts) == ("t1", {"n": 1}, 0, [])
+    assert Job.objects.using(store.alias).count() == 600

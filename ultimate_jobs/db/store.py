@@ -195,6 +195,9 @@ class Store(Protocol):
 
     alias: str
     supports_listen_notify: bool
+    # The most rows one ``job_insert_many`` call takes: PostgreSQL streams a whole enqueue_many
+    # (10,000) in one COPY; SQLite takes 1,000 (one statement's worth of parameters).
+    insert_batch_rows: int
 
     # -- jobs: enqueue, claim, settle ---------------------------------------------------------------
 

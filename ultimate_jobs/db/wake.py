@@ -46,11 +46,15 @@ class WakeWindow:
         self._owed: dict[tuple[str, str, str], float] = {}  # -> when the window ends and it is sent
         self._thread: threading.Thread | None = None
         self._open: set[str] = set()  # aliases whose connection the wake thread holds open
+        self._vendors: dict[str, str] = {}  # alias -> database vendor, read once (every enqueue asks)
 
     def due(self, alias: str, channel: str, queues: Iterable[str], window: float) -> tuple[list[str], list[str]]:
         """Answer (the queues a write to ``alias`` wakes in its own transaction, the queues its window
         withholds): pass the second to ``owe`` once the write is done."""
-        if connections[alias].vendor != "postgresql":
+        vendor = self._vendors.get(alias)
+        if vendor is None:
+            vendor = self._vendors[alias] = connections[alias].vendor
+        if vendor != "postgresql":
             return list(queues), []
         now = time.monotonic()
         due, later = [], []

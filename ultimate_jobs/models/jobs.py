@@ -8,6 +8,9 @@ rendered into the SQL by ``db/states.py``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from uuid import UUID
+
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -27,6 +30,14 @@ class JobQuerySet(models.QuerySet["Job"]):
 
     def finished(self) -> JobQuerySet:
         return self.filter(state__in=TERMINAL_STATES)
+
+    def of_runs(self, run_ids: Iterable[UUID]) -> JobQuerySet:
+        """The jobs of these runs, asked for where they are indexed (0013_write_path): a run's first
+        job by the primary key (its run id is its own id), a job that joined the run by the
+        run-member index, whose predicate the second arm repeats (``db/states.py`` RUN_FIRST/RUN_JOINED)."""
+        ids = list(run_ids)
+        first = Q(run_id=F("id"))
+        return self.filter((Q(id__in=ids) & first) | (Q(run_id__in=ids) & ~first))
 
 
 class Job(models.Model):
@@ -83,8 +94,17 @@ class Job(models.Model):
                          condition=Q(state__in=("delayed", "suspended"))),
             # Lapsed-lease rescue reads running rows by lease expiry.
             models.Index(fields=["visible_at"], name="ultimate_jobs_job_lease", condition=Q(state="running")),
-            models.Index(fields=["state", "queue"], name="ultimate_jobs_job_state"),
-            models.Index(fields=["run_id"], name="ultimate_jobs_job_run"),
+            # A fresh job enters only the primary key, the live key and one of the two claim indexes
+            # above (0013_write_path): what reports read comes from indexes a fresh row does not enter.
+            # Finished rows by state and finish time: the retention purge's range, and queue_stats'
+            # finished buckets (the live buckets count from the claim and lease indexes).
+            models.Index(fields=["state", "finished_at", "queue"], name="ultimate_jobs_job_finished",
+                         condition=Q(state__in=TERMINAL_STATES)),
+            # A run's jobs by run id. A run's first job carries its own id as its run id
+            # (EnqueueOptions.row) and is found by the primary key; only a job that joined another
+            # run (using(run_id=...)) is indexed here. Readers ask for both (JobQuerySet.of_runs;
+            # db/states.py RUN_FIRST and RUN_JOINED in the SQL).
+            models.Index(fields=["run_id"], name="ultimate_jobs_job_run_member", condition=~Q(run_id=F("id"))),
         ]
         permissions = [
             ("retry_job", "Can retry jobs"),

@@ -215,7 +215,7 @@ def remove_job(job_id: str | UUID, *, by: Actor = None) -> RemovedJob:
 def _drop_steps(run_ids: Iterable[UUID]) -> None:
     """Delete the step records of runs no job row refers to any more."""
     runs = set(run_ids)
-    orphans = runs - set(jobs().filter(run_id__in=list(runs)).values_list("run_id", flat=True))
+    orphans = runs - set(jobs().of_runs(runs).values_list("run_id", flat=True))
     if orphans:
         JobStep.objects.using(alias()).filter(run_id__in=list(orphans)).delete()
 

@@ -24,7 +24,7 @@ from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import X_ID_INVALID, X_JOB_INPUT_INVALID, JobsError
 from ultimate_jobs.jsoncodec import plain
 from ultimate_jobs.models import Job
-from ultimate_jobs.models.jobs import STATES
+from ultimate_jobs.models.jobs import STATES, JobQuerySet
 from ultimate_jobs.names import TASK_JOB
 from ultimate_jobs.redact import redact, redact_text
 from ultimate_jobs.registry import get_job_handle
@@ -63,7 +63,7 @@ def on_database(database: str) -> Iterator[None]:
         _ON.reset(token)
 
 
-def jobs() -> QuerySet[Job]:
+def jobs() -> JobQuerySet:
     """The ``Job`` queryset on the jobs database."""
     return Job.objects.using(alias())
 

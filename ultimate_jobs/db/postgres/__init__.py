@@ -7,7 +7,8 @@ carries its method's name. Every deadline is computed from ``coalesce(%(now)s, n
 in production, so the database clock decides. Arrays are sent in binary (``%(name)b``): no text
 quoting of thousands of elements.
 
-One module per entity, each holding its statements beside the methods of the same name: ``jobs``,
+One module per entity, each holding its statements beside the methods of the same name: ``inserts``
+(an enqueue: INSERT, or COPY for a large batch), ``jobs``,
 ``leases`` (slots and the leader lease), ``counters``, ``outbox``, ``runs`` (steps and events), over
 ``connection``; ``PostgresStore`` assembles them. The constants are re-exported here.
 """
@@ -20,12 +21,16 @@ from ultimate_jobs.db.postgres.counters import (
     COUNTER_FOLD,
     CounterStatements,
 )
-from ultimate_jobs.db.postgres.jobs import (
-    JOB_CLAIM,
-    JOB_HEARTBEAT,
+from ultimate_jobs.db.postgres.inserts import (
+    JOB_COPY,
+    JOB_COPY_LOOKUP,
     JOB_INSERT_MANY,
     JOB_INSERT_ONE,
     JOB_LIVE_BY_KEY,
+)
+from ultimate_jobs.db.postgres.jobs import (
+    JOB_CLAIM,
+    JOB_HEARTBEAT,
     JOB_PURGE_FINISHED,
     JOB_RELEASE_UNHELD,
     JOB_RESCUE,
@@ -67,8 +72,8 @@ from ultimate_jobs.db.store import JOBS_CHANNEL, OUTBOX_CHANNEL
 
 __all__ = [
     "COUNTER_ADD", "COUNTER_FOLD", "EVENT_FIND", "EVENT_PUBLISH", "EVENT_PURGE", "JOBS_CHANNEL", "JOB_CLAIM",
-    "JOB_HEARTBEAT", "JOB_INSERT_MANY", "JOB_INSERT_ONE", "JOB_LIVE_BY_KEY", "JOB_PROGRESS",
-    "JOB_PURGE_FINISHED", "JOB_RELEASE_UNHELD", "JOB_RESCUE", "JOB_SETTLE_MANY", "JOB_WAKE_WAITER",
+    "JOB_COPY", "JOB_COPY_LOOKUP", "JOB_HEARTBEAT", "JOB_INSERT_MANY", "JOB_INSERT_ONE", "JOB_LIVE_BY_KEY",
+    "JOB_PROGRESS", "JOB_PURGE_FINISHED", "JOB_RELEASE_UNHELD", "JOB_RESCUE", "JOB_SETTLE_MANY", "JOB_WAKE_WAITER",
     "LEADER_ATTEMPT_ELECT", "LEADER_RESIGN", "LEASE_ACQUIRE", "LEASE_RELEASE", "LEASE_RENEW", "ONLY_WHEN_ASKED",
     "OUTBOX_CHANNEL", "OUTBOX_CLAIM", "OUTBOX_MARK_PUBLISHED", "OUTBOX_PURGE", "OUTBOX_RELEASE",
     "OUTBOX_STAGE_MANY", "OUTBOX_STAGE_ONE", "PostgresStore", "QUEUE_WAKE", "STEP_BEGIN", "STEP_COMPLETE",

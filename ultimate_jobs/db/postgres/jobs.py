@@ -16,14 +16,13 @@ from psycopg.rows import kwargs_row
 
 from ultimate_jobs.db.postgres.connection import PostgresConnection
 from ultimate_jobs.db.postgres.counters import _COUNT_SETTLED
-from ultimate_jobs.db.states import LIVE, TERMINAL
+from ultimate_jobs.db.postgres.inserts import InsertStatements
+from ultimate_jobs.db.states import RUN_FIRST, RUN_JOINED, TERMINAL
 from ultimate_jobs.db.store import (
     ATTEMPT_ERROR_CHARS,
     ATTEMPTS_KEPT,
     JOBS_CHANNEL,
     ClaimedJob,
-    Inserted,
-    JobRow,
     Purged,
     Rescued,
     SettledAndClaimed,
@@ -43,71 +42,6 @@ _ATTEMPT_APPEND: LiteralString = """(CASE WHEN jsonb_array_length(j.attempts) >=
                                     THEN left({error}, %(error_chars)s::int / 4) || chr(10) || '...' || chr(10)
                                          || right({error}, %(error_chars)s::int * 3 / 4)
                                     ELSE {error} END))"""
-
-# The rows of a batch as one array per column (sent in binary), unpacked into v: shared by the
-# insert and the outbox's staging, so both read a batch the same way.
-_JOB_ROWS_ARRAYS: LiteralString = """unnest(%(id)b::uuid[], %(run_id)b::uuid[], %(name)b::text[], %(queue)b::text[],
-                     %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
-                     %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
-                     %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
-                     %(traceparent)b::text[])
-           AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
-                max_attempts, delay, run_at, concurrency_key, traceparent)"""
-
-JOB_INSERT_MANY: LiteralString = """
--- Insert validated rows; a row whose live key is held already is skipped: that is the dedupe.
--- The conflict target repeats the live-key index exactly (expressions and predicate), and the
--- notify CTE wakes idle workers once per named queue, at commit (NOTIFY is transactional).
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
-ins AS (
-    INSERT INTO ultimate_jobs_job AS j (
-        id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
-        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
-    SELECT v.id, v.run_id, v.name, v.queue, v.priority,
-           CASE WHEN coalesce(v.run_at, t.now + v.delay * interval '1 second') > t.now
-                THEN 'delayed' ELSE 'ready' END,
-           v.payload::jsonb, v.idempotency_key, v.tenant_id, v.enqueued_by, 0, v.max_attempts,
-           coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent,
-           t.now, t.now
-      FROM t, """ + _JOB_ROWS_ARRAYS + """
-    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
-       WHERE state IN """ + LIVE + """ DO NOTHING
-    RETURNING j.id, j.queue),
-woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', q.queue) FROM (SELECT DISTINCT queue FROM ins) AS q
-           WHERE q.queue = ANY(%(notify)b::text[]))
-SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
-"""
-
-JOB_INSERT_ONE: LiteralString = """
--- The one-row form of JOB_INSERT_MANY (a single enqueue): the same conflict target, no arrays
--- to build and unpack on the hot path.
-WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
-ins AS (
-    INSERT INTO ultimate_jobs_job AS j (
-        id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
-        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
-    SELECT %(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s,
-           CASE WHEN coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second') > t.now
-                THEN 'delayed' ELSE 'ready' END,
-           %(payload)s::jsonb, %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s,
-           coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second'), %(concurrency_key)s,
-           %(traceparent)s, t.now, t.now
-      FROM t
-    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
-       WHERE state IN """ + LIVE + """ DO NOTHING
-    RETURNING j.id, j.queue),
-woken AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', ins.queue) FROM ins WHERE %(notify)s)
-SELECT ins.id, (SELECT count(*) FROM woken) FROM ins
-"""
-
-JOB_LIVE_BY_KEY: LiteralString = """
--- The live row holding each dedupe key: the same columns and states as the live-key index.
-SELECT j.id, j.run_id, j.name, coalesce(j.tenant_id, ''), j.idempotency_key
-  FROM ultimate_jobs_job AS j
-  JOIN unnest(%(name)b::text[], %(tenant)b::text[], %(key)b::text[]) AS k(name, tenant, key)
-    ON j.name = k.name AND coalesce(j.tenant_id, '') = k.tenant AND j.idempotency_key = k.key
- WHERE j.state IN """ + LIVE + """
-"""
 
 JOB_CLAIM: LiteralString = """
 -- Claim up to %(limit)s runnable jobs of one queue whose code this worker has.
@@ -279,8 +213,10 @@ RETURNING j.id
 JOB_PURGE_FINISHED: LiteralString = """
 -- Delete one batch of finished jobs past their retention (done after done_retention; dead,
 -- failed and cancelled after dead_retention), then the steps of runs left with no job. SKIP
--- LOCKED lets two purges share the work; the batch bounds each transaction. The orphan check
--- excludes `doomed` because a data-modifying CTE's siblings still see the deleted rows.
+-- LOCKED lets two purges share the work; the batch bounds each transaction. Both picks are ranges
+-- of the finished index (state, finished_at), so a table of live rows costs the purge nothing. The
+-- orphan check excludes `doomed` because a data-modifying CTE's siblings still see the deleted rows;
+-- it asks for the run's jobs in the two places they are indexed (db/states.py RUN_FIRST, RUN_JOINED).
 WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 doomed AS (
     SELECT j.id, j.run_id FROM ultimate_jobs_job AS j, t
@@ -294,7 +230,11 @@ steps AS (
     DELETE FROM ultimate_jobs_jobstep AS s
      WHERE s.run_id IN (SELECT g.run_id FROM gone AS g)
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
-                        WHERE k.run_id = s.run_id AND k.id NOT IN (SELECT d.id FROM doomed AS d))
+                        WHERE """ + RUN_FIRST.format(job="k", run="s.run_id") + """
+                          AND k.id NOT IN (SELECT d.id FROM doomed AS d))
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
+                        WHERE """ + RUN_JOINED.format(job="k", run="s.run_id") + """
+                          AND k.id NOT IN (SELECT d.id FROM doomed AS d))
     RETURNING s.id)
 SELECT (SELECT count(*) FROM gone) AS jobs, (SELECT count(*) FROM steps) AS steps
 """
@@ -304,18 +244,6 @@ QUEUE_WAKE: LiteralString = """
 -- there, or a wake the enqueue's WAKE_WINDOW withheld is owed.
 SELECT count(pg_notify(%(channel)s, q.queue)) FROM unnest(%(queues)b::text[]) AS q(queue)
 """
-
-
-def row_columns(rows: Sequence[JobRow]) -> dict[str, list[Any]]:
-    return {
-        "id": [r.id for r in rows], "run_id": [r.run_id for r in rows], "name": [r.name for r in rows],
-        "queue": [r.queue for r in rows], "priority": [r.priority for r in rows],
-        "payload": [r.payload for r in rows], "idempotency_key": [r.idempotency_key for r in rows],
-        "tenant_id": [r.tenant_id for r in rows], "enqueued_by": [r.enqueued_by for r in rows],
-        "max_attempts": [r.max_attempts for r in rows], "delay": [r.delay for r in rows],
-        "run_at": [r.run_at for r in rows], "concurrency_key": [r.concurrency_key for r in rows],
-        "traceparent": [r.traceparent for r in rows],
-    }
 
 
 def _settlement_columns(s: Sequence[Settlement], now: datetime | None) -> dict[str, Any]:
@@ -328,53 +256,14 @@ def _settlement_columns(s: Sequence[Settlement], now: datetime | None) -> dict[s
     }
 
 
-def row_params(row: JobRow) -> dict[str, Any]:
-    return {
-        "id": row.id, "run_id": row.run_id, "name": row.name, "queue": row.queue, "priority": row.priority,
-        "payload": row.payload, "idempotency_key": row.idempotency_key, "tenant_id": row.tenant_id,
-        "enqueued_by": row.enqueued_by, "max_attempts": row.max_attempts, "delay": row.delay, "run_at": row.run_at,
-        "concurrency_key": row.concurrency_key, "traceparent": row.traceparent,
-    }
-
 # Answers built by column name (the RETURNING / SELECT aliases), never by position.
 _CLAIMED = kwargs_row(ClaimedJob)
 
 _GENERIC_PLANS: weakref.WeakSet[Any] = weakref.WeakSet()  # psycopg connections CLAIM_PLAN_SESSION ran on
 
 
-class JobStatements(PostgresConnection):
+class JobStatements(InsertStatements, PostgresConnection):
     """The ``job_*`` methods and ``queue_wake``."""
-
-    def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
-                        notify: Sequence[str] = ()) -> list[Inserted]:
-        answers: dict[tuple[str, str, str], Inserted] = {}
-        pending = list(rows)
-        prepare = self._prepare()
-        with self._cursor() as cursor:
-            for _ in range(5):
-                if len(pending) == 1:
-                    cursor.execute(JOB_INSERT_ONE, {**row_params(pending[0]), "now": now,
-                                                    "notify": pending[0].queue in notify}, prepare=prepare)
-                else:
-                    cursor.execute(JOB_INSERT_MANY, {**row_columns(pending), "now": now, "notify": list(notify)},
-                                   prepare=prepare)
-                inserted = {row[0] for row in cursor.fetchall()}
-                missing = [r for r in pending if r.id not in inserted]
-                for r in pending:
-                    if r.id in inserted:
-                        answers[r.dedupe_key] = Inserted(id=r.id, run_id=r.run_id, deduped=False)
-                if not missing:
-                    break
-                cursor.execute(JOB_LIVE_BY_KEY, {"name": [r.name for r in missing],
-                                                 "tenant": [r.tenant_id or "" for r in missing],
-                                                 "key": [r.idempotency_key for r in missing]})
-                for job_id, run_id, name, tenant, key in cursor.fetchall():
-                    answers[(name, tenant, key)] = Inserted(id=job_id, run_id=run_id, deduped=True)
-                # A key whose live row finished between the insert and the lookup is free again.
-                pending = [r for r in missing if r.dedupe_key not in answers]
-                if not pending:
-                    break
-        return [answers[r.dedupe_key] for r in rows]
 
     def job_claim(self, *, queue: str, names: Sequence[str], limit: int, worker_id: str, visibility: float,
                   now: datetime | None, blocked_tenants: Sequence[str] = ()) -> list[ClaimedJob]:

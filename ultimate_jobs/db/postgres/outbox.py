@@ -10,7 +10,7 @@ from uuid import UUID
 from psycopg.rows import kwargs_row
 
 from ultimate_jobs.db.postgres.connection import PostgresConnection
-from ultimate_jobs.db.postgres.jobs import _JOB_ROWS_ARRAYS, row_columns, row_params
+from ultimate_jobs.db.postgres.inserts import _JOB_ROWS_ARRAYS, row_columns, row_params
 from ultimate_jobs.db.store import (
     OUTBOX_CHANNEL,
     JobRow,

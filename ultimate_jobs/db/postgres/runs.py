@@ -9,6 +9,7 @@ from uuid import UUID
 from psycopg.rows import kwargs_row
 
 from ultimate_jobs.db.postgres.connection import PostgresConnection
+from ultimate_jobs.db.states import RUN_FIRST, RUN_JOINED
 from ultimate_jobs.db.store import (
     ALREADY_COMPLETED,
     FENCED_OUT,
@@ -109,7 +110,8 @@ woken AS (
       FROM t, ev, ultimate_jobs_jobstep AS s
      WHERE s.event = %(name)s AND s.status = 'started' AND s.started_at <= ev.published_at
        AND ev.payload @> coalesce(s.event_match, '{}'::jsonb)
-       AND j.run_id = s.run_id AND j.state = 'suspended' AND j.run_at > t.now
+       AND (""" + RUN_FIRST.format(job="j", run="s.run_id") + " OR " + RUN_JOINED.format(job="j", run="s.run_id") + """)
+       AND j.state = 'suspended' AND j.run_at > t.now
        AND j.tenant_id IS NOT DISTINCT FROM ev.tenant_id  -- events are tenant-scoped
     RETURNING j.queue),
 notified AS (SELECT pg_notify('""" + JOBS_CHANNEL + """', q.queue) FROM (SELECT DISTINCT queue FROM woken) AS q)

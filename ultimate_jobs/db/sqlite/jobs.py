@@ -11,7 +11,7 @@ from uuid import UUID
 from ultimate_jobs import clock
 from ultimate_jobs.db.sqlite.connection import SqliteConnection, as_uuid, named_rows, ts
 from ultimate_jobs.db.sqlite.counters import count_events
-from ultimate_jobs.db.states import LIVE, RUNNABLE
+from ultimate_jobs.db.states import LIVE, RUN_FIRST, RUN_JOINED, RUNNABLE
 from ultimate_jobs.db.store import (
     ATTEMPT_ERROR_CHARS,
     ATTEMPTS_KEPT,
@@ -130,7 +130,10 @@ JOB_STEP_PURGE_ORPHANS: LiteralString = """
 -- The steps of the purged runs that no job row refers to any more.
 DELETE FROM ultimate_jobs_jobstep
  WHERE run_id IN ({run_ids})
-   AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k WHERE k.run_id = ultimate_jobs_jobstep.run_id)
+   AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
+                    WHERE """ + RUN_FIRST.format(job="k", run="ultimate_jobs_jobstep.run_id") + """)
+   AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_job AS k
+                    WHERE """ + RUN_JOINED.format(job="k", run="ultimate_jobs_jobstep.run_id") + """)
 """
 
 _OUTCOMES = {"retry": "retried", "ready": "interrupted"}
@@ -145,6 +148,8 @@ def _entry(when: datetime, started: datetime | None, outcome: str, code: str | N
 
 class JobStatements(SqliteConnection):
     """The ``job_*`` methods and ``queue_wake``."""
+
+    insert_batch_rows = 1_000  # one INSERT statement's parameters
 
     def job_insert_many(self, *, rows: Sequence[JobRow], now: datetime | None,
                         notify: Sequence[str] = ()) -> list[Inserted]:
