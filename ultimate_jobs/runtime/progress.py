@@ -106,9 +106,17 @@ class Progress:
             self._writes.remove(done)
             if not done.cancelled():
                 done.exception()  # retrieved: _write logs its own failures
-        write = loop.create_task(off_loop(self.executor, self._write, value))
+        previous = self._writes[-1] if self._writes else None
+        write = loop.create_task(self._after(previous, value))
         self._writes.append(write)
         return Reported(write)
+
+    async def _after(self, previous: asyncio.Future[None] | None, value: dict[str, Any]) -> None:
+        # The worker's executor has many threads: two writes in flight could land out of order and
+        # leave an older report on the row, so each write starts once the one before it ended.
+        if previous is not None:
+            await finished(previous)
+        await off_loop(self.executor, self._write, value)
 
     def _write(self, value: dict[str, Any]) -> None:
         try:
