@@ -30,8 +30,8 @@ same bytes, and no object ever holds more than a page, so peak memory is one pag
 starts with the header line; a string cell starting with ``=``, ``+``, ``-``, ``@``, TAB or CR
 gets a leading ``'`` (the formula guard: a spreadsheet would evaluate it) — also when whitespace,
 control or format characters (a NUL, a space, LF, a zero-width space) come first, and for the
-fullwidth ``＝＋－＠`` (read under NFKC) — strings only, so a negative number stays a number. An export of no rows writes one part holding only the header
-(CSV) or nothing (NDJSON). Result: ``{"pages", "rows", "prefix", "objects"}`` (``prefix`` is the
+fullwidth ``＝＋－＠`` (read under NFKC) — strings only, so a negative number stays a number. An
+export of no rows writes one part holding only the header (CSV) or nothing (NDJSON). Result: ``{"pages", "rows", "prefix", "objects"}`` (``prefix`` is the
 run's: ``<prefix>/<run_id>``).
 
 Refused at declaration (``X_JOB_DECLARATION_INVALID``, ``X_JOB_TENANT_REQUIRED``); in the run,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 BOM = b"\xef\xbb\xbf"
