@@ -31,8 +31,8 @@ starts with the header line; a string cell starting with ``=``, ``+``, ``-``, ``
 gets a leading ``'`` (the formula guard: a spreadsheet would evaluate it) — also when whitespace,
 control or format characters (a NUL, a space, LF, a zero-width space) come first, and for the
 fullwidth ``＝＋－＠`` (read under NFKC) — strings only, so a negative number stays a number. An
-export of no rows writes one part holding only the header (CSV) or nothing (NDJSON). Result: ``{"pages", "rows", "prefix", "objects"}`` (``prefix`` is the
-run's: ``<prefix>/<run_id>``).
+export of no rows writes one part holding only the header (CSV) or nothing (NDJSON). Result:
+``{"pages", "rows", "prefix", "objects"}`` (``prefix`` is the run's: ``<prefix>/<run_id>``).
 
 Refused at declaration (``X_JOB_DECLARATION_INVALID``, ``X_JOB_TENANT_REQUIRED``); in the run,
 ``X_EXPORT_SOURCE_INVALID`` (terminal) for a source that is not an unsliced QuerySet.

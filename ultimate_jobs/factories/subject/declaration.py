@@ -38,7 +38,8 @@ the walk does not reach, and a kept row under a deleted parent (anonymize its ke
 delete it), a ``keep`` naming an unknown or anonymized field, a ``tenant`` path that does not
 resolve or whose field the subject's own treatment anonymizes; ``X_SUBJECT_CYCLE`` for a loop of
 deleted tables with no nullable key. A reached model with no treatment is
-``X_SUBJECT_TABLE_UNDECLARED``: reported by ``manage.py check`` (``ultimate_jobs.E010``), and an erase or export refuses to start (terminal) until it has one.
+``X_SUBJECT_TABLE_UNDECLARED``: reported by ``manage.py check`` (``ultimate_jobs.E010``), and an
+erase or export refuses to start (terminal) until it has one.
 """
 
 from __future__ import annotations
