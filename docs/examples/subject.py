@@ -64,7 +64,7 @@ from django.core.management.base import SystemCheckError  # noqa: E402
 from django.db import connection  # noqa: E402
 from members.models import AuditCopy, Comment, Like, Member, Post  # noqa: E402
 
-from ultimate_jobs import NO_TENANT, JobsError, define_subject, subject_erase, subject_export  # noqa: E402
+from ultimate_jobs import JobsError, define_subject, subject_erase, subject_export  # noqa: E402
 from ultimate_jobs.testing import run_job, subject_proof  # noqa: E402
 
 DISK = FileSystemStorage(location=f"{TMP.name}/objects")
