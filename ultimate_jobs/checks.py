@@ -7,7 +7,8 @@ alias missing from ``DATABASES`` or not PostgreSQL; ``ultimate_jobs.W001`` a ``R
 some of the default secret keys (``REDACT_KEYS_EXTRA`` adds keys without dropping any);
 ``ultimate_jobs.E020`` a ``TENANT_OF``, ``TENANT_CONTEXT`` or ``ADMIN_TENANT_OF`` path that does not
 import or names nothing callable; ``ultimate_jobs.W020`` a ``webhook()`` declared while httpx, which
-sends it, is not installed. Ids are never reused.
+sends it, is not installed; ``ultimate_jobs.W010`` a subject job acting for a tenant over a subject that
+declares no ``tenant``. Ids are never reused.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from ultimate_jobs.db.routing import check_routes
 from ultimate_jobs.errors import CODES, X_JOB_REFRESH_VIEW_INVALID, X_WEBHOOK_HTTPX_MISSING, JobsError
 from ultimate_jobs.factories.backfill.declaration import registered_backfills
 from ultimate_jobs.factories.refresh_view import registered_views, view_problem
-from ultimate_jobs.factories.subject.declaration import registered_subjects
+from ultimate_jobs.factories.subject.declaration import registered_subjects, subject_jobs
 from ultimate_jobs.factories.webhook.declaration import get_webhook
+from ultimate_jobs.inputs import NO_TENANT
 from ultimate_jobs.registry import registered_jobs
 
 TENANT_HOOKS = ("TENANT_OF", "TENANT_CONTEXT", "ADMIN_TENANT_OF")
@@ -125,6 +127,20 @@ def check_subjects(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             found.append(checks.Error(f"[{err.code}] {err.cause}", hint=err.fix, obj=subject.model,
                                       id="ultimate_jobs.E010"))
     return found
+
+
+@checks.register(checks.Tags.models)
+def check_subject_tenants(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``ultimate_jobs.W010``: a ``subject_erase``/``subject_export`` acting for a tenant over a
+    ``define_subject`` that declares none: the tenant is only a label, so a job enqueued for one org
+    would erase or export another org's person."""
+    live = {id(handle) for handle in registered_jobs()}
+    return [checks.Warning(f"{handle.name} acts for a tenant but its subject {subject.model._meta.label} declares "
+                           "none: a job enqueued for one tenant would erase or export another tenant's person.",
+                           hint='Pass define_subject(..., tenant="<the subject\'s tenant field>"), e.g. "org_id".',
+                           obj=subject.model, id="ultimate_jobs.W010")
+            for handle, subject in subject_jobs()
+            if handle.tenant is not NO_TENANT and subject.tenant is None and id(handle) in live]
 
 
 @checks.register()

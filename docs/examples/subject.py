@@ -28,8 +28,10 @@ APP.mkdir()
 from django.db import models
 
 class Member(models.Model):
+    org = models.CharField(max_length=20)                 # the tenant: define_subject(tenant="org")
     name = models.CharField(max_length=100)
     email = models.CharField(max_length=100)
+    status = models.CharField(max_length=20, default="active")   # nothing personal: kept
 
 class Post(models.Model):                     # published work: kept
     author = models.ForeignKey(Member, on_delete=models.CASCADE)
@@ -44,8 +46,8 @@ class Like(models.Model):
     comment = models.ForeignKey(Comment, on_delete=models.CASCADE)
     note = models.CharField(max_length=100, default="")
 
-class AuditCopy(models.Model):                # holds the id with no foreign key: listed in columns=
-    member_ref = models.BigIntegerField()
+class AuditCopy(models.Model):                # holds the id as text, no foreign key: listed in columns=
+    member_ref = models.CharField(max_length=20)
     snapshot = models.TextField()
 ''')
 sys.path.insert(0, TMP.name)
@@ -62,15 +64,15 @@ from django.core.management.base import SystemCheckError  # noqa: E402
 from django.db import connection  # noqa: E402
 from members.models import AuditCopy, Comment, Like, Member, Post  # noqa: E402
 
-from ultimate_jobs import NO_TENANT, JobsError, define_subject, subject_erase, subject_export  # noqa: E402
+from ultimate_jobs import JobsError, define_subject, subject_erase, subject_export  # noqa: E402
 from ultimate_jobs.testing import run_job, subject_proof  # noqa: E402
 
 DISK = FileSystemStorage(location=f"{TMP.name}/objects")
 
 member = define_subject(
-    Member, key="member_id",
+    Member, key="member_id", tenant="org",
     tables={
-        Member: {"anonymize": {"name": "", "email": "erased@example.invalid"}},
+        Member: {"anonymize": {"name": "", "email": "erased@example.invalid"}, "keep": ["org", "status"]},
         Post: {"retain": "published work belongs to the org"},
         Comment: "delete",
         "members.Like": "delete",
@@ -78,18 +80,18 @@ member = define_subject(
     },
     columns={AuditCopy: "member_ref"})
 
-export_member = subject_export(name="members.export", tenant=NO_TENANT, subject=member,
-                               storage=lambda: DISK, prefix="subjects/{member_id}", page=2)
-erase_member = subject_erase(name="members.erase", tenant=NO_TENANT, subject=member, page=2)
+export_member = subject_export(name="members.export", tenant="{org}", subject=member,
+                               storage=lambda: DISK, prefix="subjects/{org}/{member_id}", page=2)
+erase_member = subject_erase(name="members.erase", tenant="{org}", subject=member, page=2)
 
 
-def seed(name: str) -> Member:
-    person = Member.objects.create(name=name, email=f"{name}@example.com")
+def seed(name: str, org: str) -> Member:
+    person = Member.objects.create(org=org, name=name, email=f"{name}@example.com")
     Post.objects.create(author=person, title=f"{name}'s post")
     first = Comment.objects.create(author=person, body=f"{name} says hi")
     Comment.objects.create(author=person, parent=first, body=f"{name} again")
     Like.objects.create(comment=first)
-    AuditCopy.objects.create(member_ref=person.pk, snapshot=f"{name}@example.com")
+    AuditCopy.objects.create(member_ref=str(person.pk), snapshot=f"{name}@example.com")
     return person
 
 
@@ -98,33 +100,37 @@ def main() -> None:
         for model in (Member, Post, Comment, Like, AuditCopy):
             editor.create_model(model)
     call_command("migrate", verbosity=0)
-    ada, bob = seed("ada"), seed("bob")
+    ada, bob = seed("ada", "acme"), seed("bob", "acme")
     Comment.objects.create(author=bob, parent=Comment.objects.get(body="ada says hi"), body="bob answers ada")
 
     print("reach:", [m._meta.label for m in member.reach().models])
     print("erase order:", [m._meta.label for m in member.reach().order])
 
-    trace = run_job(export_member, member_id=ada.pk)
+    trace = run_job(erase_member, org="globex", member_id=ada.pk)   # another org asks for acme's member
+    print("globex asks:", trace.state, trace.error_code, "| steps:", len(trace.steps),
+          "| ada intact:", Member.objects.filter(pk=ada.pk, name="ada").exists())
+
+    trace = run_job(export_member, org="acme", member_id=ada.pk)
     index = json.loads(DISK.open(trace.result["index"]).read())
     for table, facts in index["tables"].items():
         print(f"  {table:<18} rows={facts['rows']} {facts['treatment']:<9} parts={len(facts['objects'])}"
               + (f" ({facts['reason']})" if facts["reason"] else ""))
 
-    trace = run_job(erase_member, member_id=ada.pk)
+    trace = run_job(erase_member, org="acme", member_id=ada.pk)
     print("erased:", {t: v["rows"] for t, v in trace.result["tables"].items()})
     print("steps:", list(trace.steps))
-    print("ada:", Member.objects.filter(pk=ada.pk).values("name", "email").get())
+    print("ada:", Member.objects.filter(pk=ada.pk).values("org", "name", "email", "status").get())
     print("ada's posts kept:", Post.objects.filter(author=ada).count(),
           "| comments:", Comment.objects.filter(author=ada).count(),
           "| bob's answer kept, unparented:", Comment.objects.filter(body="bob answers ada", parent=None).exists())
     print("bob untouched:", Comment.objects.filter(author=bob).count(), Like.objects.count(),
-          AuditCopy.objects.filter(member_ref=bob.pk).count())
+          AuditCopy.objects.filter(member_ref=str(bob.pk)).count())
 
     report = subject_proof(member)
     print("proof:", report["tables"], "retained:", report["retained"])
 
-    leaky = define_subject(Member, key="member_id", tables={**member._tables, Member: {"anonymize": {"name": ""}}},
-                           columns={AuditCopy: "member_ref"})
+    leaky = define_subject(Member, key="member_id", tenant="org", columns={AuditCopy: "member_ref"},
+                           tables={**member._tables, Member: {"anonymize": {"name": ""}, "keep": ["org"]}})
     try:
         subject_proof(leaky)
     except JobsError as err:
@@ -146,6 +152,7 @@ if __name__ == "__main__":
 # Output:
 # reach: ['members.Member', 'members.Post', 'members.Comment', 'members.AuditCopy', 'members.Like']
 # erase order: ['members.Post', 'members.AuditCopy', 'members.Like', 'members.Comment', 'members.Member']
+# globex asks: dead X_JOB_TENANT_MISMATCH | steps: 0 | ada intact: True
 #   members.Member     rows=1 anonymize parts=1
 #   members.Post       rows=1 retain    parts=1 (published work belongs to the org)
 #   members.Comment    rows=2 delete    parts=1
@@ -153,7 +160,7 @@ if __name__ == "__main__":
 #   members.Like       rows=1 delete    parts=1
 # erased: {'members.Post': 0, 'members.AuditCopy': 1, 'members.Like': 1, 'members.Comment': 2, 'members.Member': 1}
 # steps: ['clear:members.Comment.parent:0', 'clear:members.Comment.parent:1', 'members.AuditCopy.member_ref:0', 'members.Like.comment:0', 'members.Like.comment:1', 'members.Comment.author:0', 'subject']
-# ada: {'name': '', 'email': 'erased@example.invalid'}
+# ada: {'org': 'acme', 'name': '', 'email': 'erased@example.invalid', 'status': 'active'}
 # ada's posts kept: 1 | comments: 0 | bob's answer kept, unparented: True
 # bob untouched: 3 1 1
 # proof: {'members.Member': 1, 'members.Post': 1, 'members.Comment': 1, 'members.AuditCopy': 1, 'members.Like': 1} retained: {'members.Post': ['title']}

@@ -101,6 +101,19 @@ class SupportTicket(models.Model):
         return self.subject
 
 
+class Invoice(models.Model):
+    """Holds the customer's id as TEXT with no foreign key (a legacy column): reached through
+    define_subject(columns=); anonymized with its status and currency kept."""
+
+    customer_ref = models.CharField(max_length=20)
+    status = models.CharField(max_length=20, default="open")
+    currency = models.CharField(max_length=3, default="EUR")
+    billing_name = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return self.billing_name
+
+
 class KnotHead(models.Model):
     """A subject whose reach holds a loop of deleted tables with no nullable key."""
 

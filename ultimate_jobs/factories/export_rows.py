@@ -28,10 +28,11 @@ page becomes ONE object ``<prefix>/<run_id>/part-<NNNNN>.<csv|ndjson>``, named b
 a page run twice (a crash between the write and its checkpoint) rewrites the same object with the
 same bytes, and no object ever holds more than a page, so peak memory is one page. Every CSV part
 starts with the header line; a string cell starting with ``=``, ``+``, ``-``, ``@``, TAB or CR
-gets a leading ``'`` (the formula guard: a spreadsheet would evaluate it) — strings only, so a
-negative number stays a number. An export of no rows writes one part holding only the header
-(CSV) or nothing (NDJSON). Result: ``{"pages", "rows", "prefix", "objects"}`` (``prefix`` is the
-run's: ``<prefix>/<run_id>``).
+gets a leading ``'`` (the formula guard: a spreadsheet would evaluate it) — also when whitespace,
+control or format characters (a NUL, a space, LF, a zero-width space) come first, and for the
+fullwidth ``＝＋－＠`` (read under NFKC) — strings only, so a negative number stays a number. An
+export of no rows writes one part holding only the header (CSV) or nothing (NDJSON). Result:
+``{"pages", "rows", "prefix", "objects"}`` (``prefix`` is the run's: ``<prefix>/<run_id>``).
 
 Refused at declaration (``X_JOB_DECLARATION_INVALID``, ``X_JOB_TENANT_REQUIRED``); in the run,
 ``X_EXPORT_SOURCE_INVALID`` (terminal) for a source that is not an unsliced QuerySet.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, time
 from typing import Any, Literal, TypedDict
@@ -70,7 +72,11 @@ Format = Literal["csv", "ndjson"]
 FORMATS: tuple[Format, ...] = ("csv", "ndjson")
 DEFAULT_PAGE = 10_000
 MAX_PAGE = 1_000_000
-_FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_LEADS = ("=", "+", "-", "@")
+_RAW_LEADS = ("\t", "\r")  # guarded as they are, whatever follows
+# What a spreadsheet skips before it reads a formula: whitespace, controls (NUL, LF, ...), format
+# characters (zero-width spaces, the BOM) and the separators.
+_SKIPPED = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 
 
 # A path: a format string over the input (``"exports/{org}/orders"``) or a callable(**input) -> str.
@@ -166,10 +172,27 @@ def _cell(value: object) -> object:
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, str):
-        return "'" + value if value.startswith(_FORMULA_LEADS) else value
+        return "'" + value if formula_like(value) else value
     if isinstance(value, int | float):
         return value
     return str(value)  # Decimal, UUID and the like: their text, never guarded (not app-entered strings)
+
+
+def formula_like(value: str) -> bool:
+    """Whether a spreadsheet could read ``value`` as a formula: it starts with TAB or CR, or its
+    first character that is not whitespace, a control or a format character reads, under NFKC, as
+    ``=``, ``+``, ``-`` or ``@`` (so a leading NUL, space or LF and the fullwidth ``＝＋－＠`` are
+    caught). Only the leading characters are normalised, one at a time."""
+    if value.startswith(_RAW_LEADS):
+        return True
+    for char in value:
+        if char.isascii() and char.isalnum():
+            return False
+        normal = unicodedata.normalize("NFKC", char)
+        if not normal or all(c.isspace() or unicodedata.category(c) in _SKIPPED for c in normal):
+            continue
+        return normal.startswith(_FORMULA_LEADS)
+    return False
 
 
 def write_object(storage: Storage, name: str, data: bytes) -> None:

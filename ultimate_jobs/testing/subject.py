@@ -10,8 +10,10 @@ Usage (in a test with database access)::
         assert report["tables"]["members.Comment"] == 1
 
 It plants one generated person: a row in every reached table along every foreign key of the reach,
-each text column holding a canary (a random token), other required columns filled with plain
-values (rows of unreached tables a key needs are filler, without canaries). It erases that person
+each text column holding a canary (a random token) — except the columns that hold nothing
+personal: an anonymize's ``keep``, the subject's ``tenant`` field, primary and foreign keys — other
+required columns filled with plain values (rows of unreached tables a key needs are filler, without
+canaries). A subject with a ``tenant`` is erased under the generated person's own tenant. It erases that person
 with the real erase job (``run_job``, in this process) and then searches every text column of every
 installed model (``ultimate_jobs``' own tables aside: queued inputs are out of reach) for the token.
 A canary found outside a table the subject retains is ``X_SUBJECT_ERASE_INCOMPLETE``, naming the
@@ -36,7 +38,7 @@ from ultimate_jobs.errors import X_INVARIANT, X_SUBJECT_ERASE_INCOMPLETE, JobsEr
 from ultimate_jobs.factories.subject.declaration import Subject
 from ultimate_jobs.factories.subject.erase import subject_erase
 from ultimate_jobs.factories.subject.reach import label
-from ultimate_jobs.inputs import NO_TENANT
+from ultimate_jobs.inputs import NO_TENANT, Tenant
 from ultimate_jobs.registry import unregister as _unregister
 
 __all__ = ["find_token", "prove"]
@@ -51,7 +53,7 @@ def prove(subject: Subject, *, run_job: Callable[..., Any],
     subject.refuse_undeclared()
     reach = subject.reach()
     token = "canary" + secrets.token_hex(6)
-    planter = _Planter(token)
+    planter = _Planter(token, plain={model: plain_columns(subject, model) for model in reach.models})
     planted: dict[Any, list[Any]] = {subject.model: [planter.make(subject.model, canary=True)]}
     counts = {label(subject.model): 1}
     for model in reach.models[1:]:  # walk order: a parent is planted before its children
@@ -70,7 +72,11 @@ def prove(subject: Subject, *, run_job: Callable[..., Any],
             raise JobsError(X_INVARIANT, "the subject's key is a callable; subject_proof cannot guess its input.",
                             "Pass subject_proof(subject, input=lambda pk: {...}).")
         input = lambda value: {subject.key: value}  # noqa: E731 - the key is an input field name
-    handle = subject_erase(name=f"ultimate_jobs.subject_proof.{token}", tenant=NO_TENANT, subject=subject)
+    tenant: Tenant = NO_TENANT
+    if subject.tenant is not None:  # the erase acts for the generated person's own tenant
+        owner = str(subject.tenant_of(pk)[1])
+        tenant = lambda **_: owner  # noqa: E731 - a constant tenant rule over any input
+    handle = subject_erase(name=f"ultimate_jobs.subject_proof.{token}", tenant=tenant, subject=subject)
     try:
         trace = run_job(handle, **input(pk))
     finally:
@@ -89,6 +95,16 @@ def prove(subject: Subject, *, run_job: Callable[..., Any],
     return {"token": token, "key": pk, "tables": counts, "retained": kept}
 
 
+def plain_columns(subject: Subject, model: Any) -> set[str]:
+    """The columns of a reached model that get no canary: its treatment's ``keep`` and, on the
+    subject's own model, the ``tenant`` field (foreign keys and primary keys never get one)."""
+    treatment = subject.treatments.get(model)
+    names = set(treatment.keep) if treatment is not None else set()
+    if model is subject.model and subject.tenant_field is not None:
+        names.add(subject.tenant_field.name)
+    return {model._meta.get_field(name).attname for name in names}
+
+
 def find_token(token: str) -> list[tuple[Any, str]]:
     """Every (model, column) of an installed model (not ultimate_jobs') with a row holding ``token``."""
     found = []
@@ -105,8 +121,9 @@ def find_token(token: str) -> list[tuple[Any, str]]:
 class _Planter:
     """Builds rows with every required column filled: canaries in text for reached tables."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, plain: dict[Any, set[str]]) -> None:
         self.token = token
+        self.plain = plain
         self.serial = 0
 
     def make(self, model: Any, *, canary: bool, fixed: dict[str, Any] | None = None) -> Any:
@@ -120,7 +137,8 @@ class _Planter:
                 values[field.attname] = None if field.null else self.make(
                     field.remote_field.model, canary=False).pk
             else:
-                values[field.attname] = self.value(field, canary)
+                values[field.attname] = self.value(field, canary and not field.primary_key
+                                                   and field.attname not in self.plain.get(model, ()))
         return model._default_manager.create(**values)
 
     def value(self, field: Any, canary: bool) -> Any:

@@ -67,6 +67,22 @@ def test_the_formula_guard_prefixes_strings_only(track, storage) -> None:
     assert {r[2] for r in rows[1:]} == {"-5"}  # a negative number stays a number
 
 
+def test_the_formula_guard_sees_past_leading_blanks_and_fullwidth_signs(track, storage) -> None:
+    planted = [" =HYPERLINK(1)", "\n=cmd", "\u00a0+1", "\u200b@x", "\uff1dSUM(A1)", "\uff0b1", "\uff0d2",
+               "\uff20cmd", " plain", "\uff21bc"]
+    for name in planted:
+        Customer.objects.create(name=name, email="e", org="acme")
+    handle = declare_export(track, storage)
+
+    trace = run_job(handle, org="acme")
+
+    (part,) = trace.result["objects"]
+    import csv
+    import io
+    rows = list(csv.reader(io.StringIO(storage.open(part).read().decode(), newline="")))
+    assert [r[1] for r in rows[1:]] == ["'" + name for name in planted[:8]] + planted[8:]
+
+
 def test_ndjson_and_an_exact_multiple_of_the_page(track, storage) -> None:
     ids = customers(20)
     Customer.objects.filter(pk=ids[0]).update(phone=None)

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from django import forms
 from django.core.files.base import ContentFile
+from django.core.files.storage import FileSystemStorage
 
 from tests.app.models import Product
 from tests.integration.data_factories.conftest import object_names
@@ -175,3 +176,89 @@ def test_bad_declarations_are_refused(track, storage, options) -> None:
         declare_import(track, storage, **options)
     assert err.value.code in ("X_JOB_DECLARATION_INVALID", "X_JOB_TENANT_REQUIRED")
     assert "imp.products" not in {h.name for h in registered_jobs()}
+
+
+class CountingStorage(FileSystemStorage):
+    """A real file storage that remembers every name it was asked to open."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.opened: list[str] = []
+
+    def _open(self, name, mode="rb"):
+        self.opened.append(name)
+        return super()._open(name, mode)
+
+
+@pytest.mark.parametrize("upload_name", ["../globex/payroll.csv", "x/../../globex/payroll.csv",
+                                         "..\\globex\\payroll.csv", ".."])
+def test_an_input_cannot_walk_the_key_out_of_its_prefix(track, tmp_path, upload_name) -> None:
+    disk = CountingStorage(location=str(tmp_path / "objects"))
+    disk.save("uploads/globex/payroll.csv", ContentFile(b"sku,name,price\nGLOBEX-SECRET,salary,99999\n"))
+    disk.save("uploads/acme/prices.csv", ContentFile(b"sku,name,price\nACME-1,ok,1\n"))
+    handle = declare_import(track, disk, tenant="{org}", key="uploads/{org}/{upload}")
+
+    trace = run_job(handle, org="acme", upload=upload_name)
+
+    assert trace.state == "dead" and trace.error_code == "X_IMPORT_SOURCE_INVALID", trace.last_error
+    assert disk.opened == [] and not JobStep.objects.filter(run_id=trace.run_id).exists()  # nothing read
+    assert not Product.objects.filter(sku="GLOBEX-SECRET").exists() and Product.objects.count() == 0
+    assert run_job(handle, org="acme", upload="prices.csv").result["rows"] == 1  # the prefix's own file still reads
+
+
+def test_an_absolute_or_nul_storage_name_is_refused_before_it_is_opened(track, tmp_path) -> None:
+    from urllib.parse import unquote
+
+    disk = CountingStorage(location=str(tmp_path / "objects"))
+    disk.save("uploads/globex/payroll.csv", ContentFile(b"sku,name,price\nGLOBEX-SECRET,salary,99999\n"))
+    handle = declare_import(track, disk, key=lambda *, path: unquote(path))  # the input is URL-quoted
+    for name in (disk.path("uploads/globex/payroll.csv"), "/uploads/globex/payroll.csv", "C:/payroll.csv",
+                 "uploads/globex/payroll.csv%00.txt", "uploads/acme/%2e%2e/globex/payroll.csv"):
+        trace = run_job(handle, path=name)
+        assert trace.error_code == "X_IMPORT_SOURCE_INVALID", (name, trace.last_error)
+    assert disk.opened == [] and Product.objects.count() == 0
+
+
+def test_a_deeply_nested_ndjson_line_is_one_refused_row(track, storage) -> None:
+    seen = []
+    deep = b'{"sku": "D1", "name": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+    deeper_than_a_form = b'{"sku": "D2", "name": ' + b"[" * 950 + b"]" * 950 + b', "price": 1}'
+    upload(storage, "deep.ndjson", b'{"sku": "N1", "name": "a", "price": 1}\n' + deep + b"\n"
+                                   + deeper_than_a_form + b'\n{"sku": "N2", "name": "b", "price": 2}\n')
+    handle = declare_import(track, storage, format="ndjson", page_bytes=1024 * 1024,
+                            handle=lambda b: seen.extend(r["sku"] for r in b.rows))
+
+    trace = run_job(handle, upload="deep.ndjson")
+
+    assert trace.state == "done", trace.last_error
+    assert seen == ["N1", "N2"] and trace.result["refused"] == 2
+    (report,) = object_names(storage, "import-errors")
+    codes = [json.loads(line) for line in storage.open(report).read().splitlines()]
+    assert codes[0] == {"line": 2, "field": None, "code": "too_deep"} and codes[1]["line"] == 3
+
+
+def test_a_page_of_tiny_records_stays_within_a_small_multiple_of_the_page(tmp_path) -> None:
+    """1 MiB of newlines (and 128 KiB of one-byte rows) is one page: its peak is a few pages, not an
+    object per record (177 MiB and 11 MiB before)."""
+    import tracemalloc
+
+    from ultimate_jobs.factories.import_rows.declaration import Import
+    from ultimate_jobs.factories.import_rows.page import run_page
+
+    mib = 1024 * 1024
+    disk = FileSystemStorage(location=str(tmp_path))
+    disk.save("blank.csv", ContentFile(b"\n" * mib))
+    disk.save("tiny.csv", ContentFile(b"x\n" * (mib // 16)))  # 65,536 rows (the cost is per row, not the page)
+    seen = [0]
+    imp = Import(name="imp.tiny", storage=lambda: disk, errors_storage=lambda: disk, columns=("x",),
+                 handle_batch=lambda b: seen.__setitem__(0, seen[0] + len(b.rows)), format="csv", form=None,
+                 batch=500, page_bytes=mib, max_record_bytes=64 * 1024, max_row_errors=10)
+    for name, rows, size in (("blank.csv", 0, mib), ("tiny.csv", mib // 16, mib // 8)):
+        seen[0] = 0
+        tracemalloc.start()
+        out = run_page(imp, None, {}, key=name, index=0, offset=0, line=1, header=["x"], refused_before=0,
+                       error_prefix="errors")
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert out["offset"] == size and out["done"] and seen[0] == rows
+        assert peak < 4 * mib, f"{name}: {peak / mib:.1f} MiB for one page of {size:,} bytes"

@@ -10,10 +10,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from tests.app.models import Comment, Customer, Knot, KnotHead, Order, OrderLine, Review, SupportTicket
+from tests.app.models import Comment, Customer, Invoice, Knot, KnotHead, Order, OrderLine, Review, SupportTicket
 from tests.error_codes import refused
 from tests.integration.data_factories.conftest import object_names
-from tests.support.subjects import TABLES, customer_subject, person, snapshot
+from tests.support.subjects import TABLES, customer_subject, invoices, person, snapshot
 from ultimate_jobs import NO_TENANT, JobsError, define_subject, subject_erase, subject_export
 from ultimate_jobs.models import JobStep
 from ultimate_jobs.testing import run_job, subject_proof
@@ -162,3 +162,104 @@ def test_unknown_models_and_shapes_are_refused() -> None:
     with refused("X_SUBJECT_TREATMENT_INVALID"):
         define_subject("Customer", key="customer_id", tables=TABLES)
     assert OrderLine.objects.count() == 0
+
+
+# -- a subject scoped to its tenant, keep, and a key column of another type (issue 25) ---------------
+
+
+def test_a_subject_job_for_another_tenants_person_touches_nothing(track, storage) -> None:
+    ada, bob = person("ada", org="acme"), person("bob", org="globex")
+    ada_before, bob_before = (snapshot(ada), invoices(ada)), (snapshot(bob), invoices(bob))
+    subject = customer_subject(tenant="org", invoices=True)
+    erase = track(subject_erase(name="subj.erase.tenant", tenant="{org}", subject=subject))
+    export = track(subject_export(name="subj.export.tenant", tenant="{org}", subject=subject,
+                                  storage=lambda: storage, prefix="subjects/{org}/{customer_id}"))
+
+    for handle in (export, erase):  # globex asks for acme's customer
+        trace = run_job(handle, org="globex", customer_id=ada.pk)
+        assert trace.state == "dead" and trace.error_code == "X_JOB_TENANT_MISMATCH", trace.last_error
+        assert not JobStep.objects.filter(run_id=trace.run_id).exists()
+        assert "acme" not in trace.last_error  # the other tenant is not named to the asker
+    assert (snapshot(ada), invoices(ada)) == ada_before and (snapshot(bob), invoices(bob)) == bob_before
+    assert object_names(storage, "") == []  # nothing exported
+
+    # The person's own tenant: exported and erased, the tenant column kept.
+    exported = run_job(export, org="acme", customer_id=ada.pk)
+    assert exported.state == "done" and exported.result["tables"]["testapp.Invoice"] == 1
+    erased = run_job(erase, org="acme", customer_id=ada.pk)
+    assert erased.state == "done", erased.last_error
+    assert Customer.objects.filter(pk=ada.pk).values_list("name", "org").get() == ("erased", "acme")
+    assert invoices(ada) == [("erased", "paid", "EUR")]
+    assert (snapshot(bob), invoices(bob)) == bob_before
+    again = run_job(erase, org="acme", customer_id=ada.pk)  # a second request: still the same tenant
+    assert again.state == "done", again.last_error
+
+
+def test_a_key_column_of_another_type_is_cast_to_the_columns_type(track, storage) -> None:
+    """``Invoice.customer_ref`` is a CharField holding the integer id: on PostgreSQL the subquery
+    compared varchar with bigint before the cast."""
+    ada, bob = person("ada"), person("bob")
+    subject = customer_subject(invoices=True)
+    export = track(subject_export(name="subj.export.text", tenant=NO_TENANT, subject=subject,
+                                  storage=lambda: storage, prefix="subjects/{customer_id}"))
+    trace = run_job(export, customer_id=ada.pk)
+    assert trace.state == "done", trace.last_error
+    (part,) = [n for n in object_names(storage, "subjects") if "/testapp.Invoice/" in n]
+    assert json.loads(storage.open(part).read())["billing_name"] == "ada billing"
+
+    erased = run_job(track(subject_erase(name="subj.erase.text", tenant=NO_TENANT, subject=subject)),
+                     customer_id=ada.pk)
+    assert erased.state == "done", erased.last_error
+    assert erased.result["tables"]["testapp.Invoice"] == {"treatment": "anonymize", "rows": 1}
+    assert invoices(ada) == [("erased", "paid", "EUR")] and invoices(bob) == [("bob billing", "paid", "EUR")]
+
+
+def test_subject_proof_plants_no_canary_in_keep_tenant_or_key_columns() -> None:
+    report = subject_proof(customer_subject(tenant="org", invoices=True))
+    assert report["tables"]["testapp.Invoice"] == 1 and list(report["retained"]) == ["testapp.Review"]
+    org, = Customer.objects.filter(pk=report["key"]).values_list("org", flat=True)
+    assert org and report["token"] not in org  # the tenant column is kept, and held no canary
+
+    # The same tables without keep: the status column holds the canary after the erase, a leak.
+    leaky = customer_subject({Invoice: {"anonymize": {"billing_name": "erased"}}}, tenant="org", invoices=True)
+    with pytest.raises(JobsError) as err:
+        subject_proof(leaky)
+    assert err.value.code == "X_SUBJECT_ERASE_INCOMPLETE" and "testapp.Invoice.status" in err.value.cause
+
+
+@pytest.mark.parametrize("change", [
+    {Invoice: {"anonymize": {"billing_name": "x"}, "keep": ["nope"]}},            # an unknown field
+    {Invoice: {"anonymize": {"billing_name": "x"}, "keep": ["billing_name"]}},    # anonymized and kept
+    {Invoice: {"anonymize": {"billing_name": "x"}, "keep": "status"}},            # not a list
+    {Invoice: {"retain": "why", "keep": ["status"]}},                             # keep without anonymize
+    {Invoice: {"keep": ["status"]}},
+])
+def test_a_bad_keep_is_refused_when_declared(change) -> None:
+    with refused("X_SUBJECT_TREATMENT_INVALID"):
+        customer_subject(change, invoices=True)
+
+
+def test_a_tenant_path_must_resolve_and_stay_unanonymized() -> None:
+    for tenant in ("nope", "org__slug", ""):
+        with refused("X_SUBJECT_TREATMENT_INVALID"):
+            customer_subject(tenant=tenant)
+    with refused("X_SUBJECT_TREATMENT_INVALID"):  # a replayed erase would read the wiped tenant
+        customer_subject({Customer: {"anonymize": {"name": "x", "org": ""}}}, tenant="org")
+
+
+def test_a_subject_job_over_a_tenant_subject_must_have_a_tenant(track) -> None:
+    with refused("X_JOB_DECLARATION_INVALID"):
+        subject_erase(name="subj.erase.none", tenant=NO_TENANT, subject=customer_subject(tenant="org"))
+
+
+def test_the_check_warns_when_a_subject_job_has_a_tenant_its_subject_lacks(track) -> None:
+    from ultimate_jobs.checks import check_subject_tenants
+
+    untenanted, scoped = customer_subject(), customer_subject(tenant="org")
+    track(subject_erase(name="subj.erase.unscoped", tenant="{org}", subject=untenanted))
+    track(subject_export(name="subj.export.scoped", tenant="{org}", subject=scoped, storage=lambda: None,
+                         prefix="x"))
+    track(subject_erase(name="subj.erase.global", tenant=NO_TENANT, subject=untenanted))
+    warnings = [w for w in check_subject_tenants() if w.id == "ultimate_jobs.W010"]
+    assert [w.msg.split(" ")[0] for w in warnings] == ["subj.erase.unscoped"]
+    assert "testapp.Customer" in warnings[0].msg

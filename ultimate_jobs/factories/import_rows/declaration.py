@@ -63,7 +63,7 @@ from django.forms import BaseForm
 
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.durations import Duration
-from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError
+from ultimate_jobs.errors import X_IMPORT_SOURCE_INVALID, X_JOB_DECLARATION_INVALID, JobsError, Terminal
 from ultimate_jobs.factories.export_rows import (
     Format,
     Prefix,
@@ -161,7 +161,7 @@ def import_rows(*, name: str, tenant: Tenant | None = None, storage: Callable[[]
                       max_record_bytes=max_record_bytes, max_row_errors=max_row_errors)
 
     def body(ctx: JobContext, /, **input: Any) -> ImportResult:
-        object_key = key(**input) if callable(key) else key.format_map(input)
+        object_key = confined(name, key(**input) if callable(key) else key.format_map(input))
         error_prefix = f"{render_prefix(prefix, input)}/{ctx.run_id}"
         offset, line, header = 0, 1, None
         if format == "csv":
@@ -184,3 +184,27 @@ def import_rows(*, name: str, tenant: Tenant | None = None, storage: Callable[[]
 
     return declare(body, label=f"import_rows[{name}]", doc=f"The import {name!r}.", name=name, tenant=tenant,
                    queue=queue, retry=retry, timeout=timeout, idempotency_key=input_key(name, idempotency_key))
+
+
+def confined(name: str, object_key: object) -> str:
+    """The storage name ``key`` answered, when it stays where it says: refused (terminal
+    ``X_IMPORT_SOURCE_INVALID``, before anything is read) when it is not a non-empty string, is
+    absolute (``/...``, ``C:...``), has a ``..`` segment, a backslash or a NUL — so an input cannot
+    walk a tenant-prefixed key (``f"uploads/{org}/{upload}"``) out of its prefix."""
+    problem = None
+    if not isinstance(object_key, str) or not object_key:
+        problem = "is not a non-empty string"
+    elif "\x00" in object_key:
+        problem = "holds a NUL"
+    elif "\\" in object_key:
+        problem = "holds a backslash"
+    elif object_key.startswith("/") or (len(object_key) > 1 and object_key[1] == ":" and object_key[0].isalpha()):
+        problem = "is absolute"
+    elif ".." in object_key.split("/"):
+        problem = "has a '..' segment"
+    if problem is None:
+        return str(object_key)
+    raise Terminal(f"import_rows {name!r}: the storage name {object_key!r:.200} {problem}; nothing was read.",
+                   code=X_IMPORT_SOURCE_INVALID,
+                   fix="Name the object under its prefix with plain segments: check the input (an upload id, not "
+                   "a path) before enqueueing.")

@@ -9,6 +9,7 @@ counters, never a row.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,19 +63,22 @@ def read_at(imp: Import, storage: Storage, key: str, offset: int, size: int) -> 
     return data[:size], len(data) <= size
 
 
-def read_page(imp: Import, storage: Storage, key: str, offset: int, line: int) -> tuple[list[Record], int, int, bool]:
-    """The whole records from ``offset``: ``(records, next offset, next line, at end)``."""
+def read_page(imp: Import, storage: Storage, key: str, offset: int,
+              line: int) -> tuple[Iterable[Record], int, int, bool]:
+    """The whole records from ``offset``: ``(records, next offset, next line, at end)``; the
+    records are cut as they are iterated (blank ones skipped), so a page holds its bytes, not a
+    list of its records."""
     quoted = imp.format == "csv"
     buf, at_eof = read_at(imp, storage, key, offset, imp.page_bytes)
     split = split_records(buf, offset=offset, line=line, at_eof=at_eof, quoted=quoted,
                           max_record_bytes=imp.max_record_bytes)
-    if split.too_large_at is None and not split.records and split.consumed == 0 and not at_eof:
+    if split.too_large_at is None and split.consumed == 0 and not at_eof:
         # No record ends inside a page: read the one record alone, up to its limit (plus CRLF).
         buf, at_eof = read_at(imp, storage, key, offset, imp.max_record_bytes + 2)
         split = split_records(buf, offset=offset, line=line, at_eof=at_eof, quoted=quoted,
                               max_record_bytes=imp.max_record_bytes)
         if split.too_large_at is None and split.consumed == 0 and not at_eof:
-            split = Split([], 0, 0, offset)
+            split = Split((), 0, 0, offset)
     if split.too_large_at is not None:
         raise Terminal(f"import_rows {imp.name!r}: the record at byte {split.too_large_at} of {key!r} is over "
                        f"max_record_bytes={imp.max_record_bytes:,}; not read on.", code=X_IMPORT_RECORD_TOO_LARGE)
@@ -183,8 +187,12 @@ def check_row(imp: Import, record: Record, header: list[str] | None, errors: lis
         return None
     if form is None:
         return {name: data.get(name) for name in imp.columns}
-    cleaned, problems_by_field = form.clean({name: data[name] for name in imp.columns
-                                             if name in data and data[name] is not None})
+    try:
+        cleaned, problems_by_field = form.clean({name: data[name] for name in imp.columns
+                                                 if name in data and data[name] is not None})
+    except RecursionError:  # a value nested deeper than a field's cleaning can walk: this row only
+        errors.append({"line": record.line, "field": None, "code": "too_deep"})
+        return None
     if cleaned is not None:
         return cleaned
     for field, problems in problems_by_field.items():

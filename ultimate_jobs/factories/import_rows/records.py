@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 BOM = b"\xef\xbb\xbf"
+# A run of blank lines: one character class repeated (no group), so matching a million of them
+# needs no backtracking state per line; it ends at the run's last newline.
+_BLANK_LINES = re.compile(rb"[ \t\r\f\v\n]*\n")
+_BLANK_BYTES = frozenset(b" \t\r\f\v\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +36,11 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """A page cut at its last whole record: the records, the bytes consumed, the lines consumed,
-    and the first record over the size limit (its offset), if any."""
+    """A page cut at its last whole record: its non-blank records (cut one at a time as they are
+    read, so a page of a million blank lines or one-byte rows never holds a million objects), the
+    bytes consumed, the lines consumed, and the first record over the size limit (its offset), if any."""
 
-    records: list[Record]
+    records: Iterable[Record]
     consumed: int
     lines: int
     too_large_at: int | None
@@ -52,35 +59,49 @@ def last_record_end(buf: bytes, *, quoted: bool) -> int:
     return end + 1
 
 
+def spans(buf: bytes, cut: int, *, quoted: bool) -> Iterator[tuple[int, int, int, int]]:
+    """Each record of ``buf[:cut]`` as ``(start, data end, next start, first line index)``, plain
+    integers: a newline inside quotes is data; at the cut the rest is one (maybe malformed) record."""
+    pos = line = 0
+    while pos < cut:
+        blank = _BLANK_LINES.match(buf, pos, cut) if buf[pos] in _BLANK_BYTES else None
+        if blank is not None:  # a run of blank lines at a record start: skipped in one match
+            line += buf.count(b"\n", pos, blank.end())
+            pos = blank.end()
+            continue
+        first, first_line, odd = pos, line, False
+        while True:
+            newline = buf.find(b"\n", pos, cut)
+            stop = cut if newline < 0 else newline
+            if quoted and buf.count(b'"', pos, stop) % 2:
+                odd = not odd
+            line += 1
+            pos = stop + 1
+            if not odd or pos >= cut:
+                break
+        yield first, stop, min(pos, cut), first_line
+
+
 def split_records(buf: bytes, *, offset: int, line: int, at_eof: bool, quoted: bool,
                   max_record_bytes: int) -> Split:
     """Cut ``buf`` (read from file offset ``offset``, whose first record starts on ``line``) into
-    whole records. At end of file the unterminated tail is a record too."""
+    whole records. At end of file the unterminated tail is a record too. One pass over the
+    integers checks every record's size and counts the lines; the records themselves are cut as
+    the caller iterates, blank ones (whitespace only, CRLF included) skipped."""
     cut = len(buf) if at_eof else last_record_end(buf, quoted=quoted)
-    body = buf[:cut]
-    pieces = body[:-1].split(b"\n") if body.endswith(b"\n") else (body.split(b"\n") if body else [])
-    records: list[Record] = []
-    start = 0  # where the next physical line starts, in buf
-    first = 0  # where the record being gathered starts, and its line index
-    first_line = 0
-    pending: list[bytes] = []
-    odd = False
-    for index, piece in enumerate(pieces):
-        if not pending:
-            first, first_line = start, index
-        pending.append(piece)
-        start += len(piece) + 1
-        if quoted and piece.count(b'"') % 2:
-            odd = not odd
-        if odd and index < len(pieces) - 1:
-            continue  # a newline inside quotes; at the end of the file the rest is one (malformed) record
-        data = b"\n".join(pending) if len(pending) > 1 else piece
-        pending = []
-        if len(data) > max_record_bytes:
-            return Split(records, first, first_line, offset + first)
-        records.append(Record(data[:-1] if data.endswith(b"\r") else data, offset + first, line + first_line,
-                              offset + min(start, cut)))
-    return Split(records, cut, len(pieces), None)
+    for start, stop, _, first_line in spans(buf, cut, quoted=quoted):
+        if stop - start > max_record_bytes:
+            return Split((), start, first_line, offset + start)
+    lines = buf.count(b"\n", 0, cut) + (1 if cut and buf[cut - 1:cut] != b"\n" else 0)
+    return Split(_records(buf, cut, offset=offset, line=line, quoted=quoted), cut, lines, None)
+
+
+def _records(buf: bytes, cut: int, *, offset: int, line: int, quoted: bool) -> Iterator[Record]:
+    for start, stop, after, first_line in spans(buf, cut, quoted=quoted):
+        data = buf[start:stop]
+        if not data.strip():
+            continue
+        yield Record(data[:-1] if data.endswith(b"\r") else data, offset + start, line + first_line, offset + after)
 
 
 class Malformed(ValueError):
@@ -109,6 +130,8 @@ def parse_ndjson(data: bytes) -> dict[str, Any]:
         raise Malformed("encoding") from None
     except ValueError:
         raise Malformed("malformed") from None
+    except RecursionError:  # nested deeper than the decoder goes: one refused row, not a failed import
+        raise Malformed("too_deep") from None
     if not isinstance(value, dict):
         raise Malformed("malformed")
     return value

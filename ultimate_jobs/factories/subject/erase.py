@@ -6,7 +6,9 @@ Usage::
     erase_member.enqueue(org="acme", member_id=42)
 
 Options (default): ``name``, ``tenant`` (required: one job per tenant; crossing tenants is the
-app's loop), ``subject`` (a ``define_subject`` value), ``page`` (500 parent keys a step),
+app's loop; over a subject declared with ``tenant=``, the person's row must belong to the run's
+tenant, else terminal ``X_JOB_TENANT_MISMATCH`` with nothing read or written, and ``NO_TENANT`` is
+refused when declared), ``subject`` (a ``define_subject`` value), ``page`` (500 parent keys a step),
 ``idempotency_key`` (None: the name and a digest of the input), ``queue``, ``retry``, ``timeout``.
 
 The run refuses to start (terminal, nothing written) while a reached model has no treatment
@@ -28,13 +30,13 @@ from django.db.models import Model, QuerySet
 
 from ultimate_jobs.context import JobContext
 from ultimate_jobs.durations import Duration
-from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, JobsError, Terminal
+from ultimate_jobs.errors import X_JOB_DECLARATION_INVALID, X_JOB_TENANT_MISMATCH, JobsError, Terminal
 from ultimate_jobs.factories.kit import declare, input_key, missing_tenant, named, whole_number
-from ultimate_jobs.factories.subject.declaration import Subject, Treatment
+from ultimate_jobs.factories.subject.declaration import Subject, Treatment, note_subject_job
 from ultimate_jobs.factories.subject.reach import Edge, Reach, label
 from ultimate_jobs.factories.subject.rows import parent_keys, rows_of, stored
 from ultimate_jobs.handle import JobHandle
-from ultimate_jobs.inputs import IdempotencyKey, Tenant
+from ultimate_jobs.inputs import NO_TENANT, IdempotencyKey, Tenant
 from ultimate_jobs.retry import Retry
 
 __all__ = ["EraseResult", "erase_run", "subject_erase"]
@@ -71,9 +73,11 @@ def subject_erase(*, name: str, tenant: Tenant | None = None, subject: Subject, 
     def body(ctx: JobContext, /, **input: Any) -> EraseResult:
         return erase_run(subject, ctx, input, page=page)
 
-    return declare(body, label=f"subject_erase[{name}]", doc=f"Erase one {label(subject.model)}'s data.", name=name,
-                   tenant=tenant, queue=queue, retry=retry, timeout=timeout,
-                   idempotency_key=input_key(name, idempotency_key))
+    handle: JobHandle[..., EraseResult] = declare(
+        body, label=f"subject_erase[{name}]", doc=f"Erase one {label(subject.model)}'s data.", name=name,
+        tenant=tenant, queue=queue, retry=retry, timeout=timeout, idempotency_key=input_key(name, idempotency_key))
+    note_subject_job(handle, subject)
+    return handle
 
 
 def check_declaration(owner: str, tenant: Tenant | None, subject: object, page: object) -> tuple[Tenant, int]:
@@ -83,22 +87,38 @@ def check_declaration(owner: str, tenant: Tenant | None, subject: object, page: 
                              fix="Pass tenant=\"{org}\" (the input's tenant), or NO_TENANT for an app without tenants.")
     if not isinstance(subject, Subject):
         raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: subject={subject!r} is not a define_subject() value.")
+    if subject.tenant is not None and tenant is NO_TENANT:
+        raise JobsError(X_JOB_DECLARATION_INVALID, f"{owner}: the subject {label(subject.model)} is scoped by "
+                        f"tenant={subject.tenant!r} but the job acts for NO_TENANT, so every run would end "
+                        f"{X_JOB_TENANT_MISMATCH}.", 'Declare the job\'s tenant from its input: tenant="{org}".')
     return tenant, whole_number(page, owner=owner, option="page", high=MAX_PAGE)
 
 
-def subject_key(subject: Subject, input: Mapping[str, Any]) -> object:
+def subject_key(subject: Subject, input: Mapping[str, Any], tenant_id: str | None) -> object:
+    """The person's key from the input, once the run may touch them: every reached table has a
+    treatment, and — for a subject declared with ``tenant`` — the subject's row belongs to the run's
+    tenant (terminal ``X_JOB_TENANT_MISMATCH`` before anything else is read or written). A key with
+    no row passes: nothing is reached from it."""
     try:
         subject.refuse_undeclared()
-        return subject.key_of(input)
+        key = subject.key_of(input)
     except JobsError as err:
         raise Terminal(err.cause, code=err.code, fix=err.fix) from None
     except (KeyError, TypeError) as err:
         raise Terminal(f"the subject's key cannot be read from the input: {err!r}.",
                        code=X_JOB_DECLARATION_INVALID) from None
+    if subject.tenant is not None:
+        found, owner = subject.tenant_of(key)
+        if found and (owner is None or str(owner) != tenant_id):
+            raise Terminal(f"the {label(subject.model)} with key {stored(key)!r} does not belong to tenant "
+                           f"{tenant_id!r} (its {subject.tenant} differs); nothing was read, written or exported.",
+                           code=X_JOB_TENANT_MISMATCH,
+                           fix="Enqueue the erase or export under the tenant the person belongs to.")
+    return key
 
 
 def erase_run(subject: Subject, ctx: JobContext, input: Mapping[str, Any], *, page: int) -> EraseResult:
-    key = subject_key(subject, input)
+    key = subject_key(subject, input, ctx.tenant_id)
     reach = subject.reach()
     treatments = subject.treatments
     written: dict[str, TableWrites] = {label(m): {"treatment": treatments[m].kind, "rows": 0} for m in reach.order}

@@ -15,7 +15,9 @@ Each reached table (retained ones included: they are the person's data too) is r
 pages by primary key, one step ``<table>:<n>`` and ONE object per page:
 ``<prefix>/<run_id>/<app_label.Model>/part-<NNNNN>.<ext>`` with every concrete column; then step
 ``index`` writes ``<prefix>/<run_id>/index.json``: each table's row count, treatment and retain
-reason, and its objects. A replayed page rewrites the same object. Result: ``{"prefix", "index",
+reason, and its objects. A replayed page rewrites the same object. Over a subject declared with
+``tenant=``, a person of another tenant is terminal ``X_JOB_TENANT_MISMATCH`` before anything is
+read or written. Result: ``{"prefix", "index",
 "tables": {label: rows}}``. Refuses to start while a reached model has no treatment
 (``X_SUBJECT_TABLE_UNDECLARED``, terminal).
 """
@@ -41,7 +43,7 @@ from ultimate_jobs.factories.export_rows import (
     write_object,
 )
 from ultimate_jobs.factories.kit import declare, input_key, named, require_callables
-from ultimate_jobs.factories.subject.declaration import Subject
+from ultimate_jobs.factories.subject.declaration import Subject, note_subject_job
 from ultimate_jobs.factories.subject.erase import check_declaration, subject_key
 from ultimate_jobs.factories.subject.reach import label
 from ultimate_jobs.factories.subject.rows import rows_of, stored
@@ -76,7 +78,7 @@ def subject_export(*, name: str, tenant: Tenant | None = None, subject: Subject,
     check_prefix(owner, prefix)
 
     def body(ctx: JobContext, /, **input: Any) -> SubjectExportResult:
-        key = subject_key(subject, input)
+        key = subject_key(subject, input, ctx.tenant_id)
         reach = subject.reach()
         run_prefix = f"{render_prefix(prefix, input)}/{ctx.run_id}"
         target = storage()
@@ -113,6 +115,8 @@ def subject_export(*, name: str, tenant: Tenant | None = None, subject: Subject,
             {"subject": label(subject.model), "key": stored(key), "tables": tables}).encode()))
         return {"prefix": run_prefix, "index": index_name, "tables": {t: v["rows"] for t, v in tables.items()}}
 
-    return declare(body, label=f"subject_export[{name}]", doc=f"Export one {label(subject.model)}'s data.",
-                   name=name, tenant=tenant, queue=queue, retry=retry, timeout=timeout,
-                   idempotency_key=input_key(name, idempotency_key))
+    handle: JobHandle[..., SubjectExportResult] = declare(
+        body, label=f"subject_export[{name}]", doc=f"Export one {label(subject.model)}'s data.", name=name,
+        tenant=tenant, queue=queue, retry=retry, timeout=timeout, idempotency_key=input_key(name, idempotency_key))
+    note_subject_job(handle, subject)
+    return handle
