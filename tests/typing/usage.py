@@ -87,9 +87,9 @@ class Sessions:
 
 sweep = backfill(name="typing.sweep", tenant=NO_TENANT, source=lambda ctx: User.objects.filter(is_active=False),
                  handle=activate)
-# expect: Revealed type is "ultimate_jobs.handle.JobHandle[[*Any, **Any], TypedDict(
+# expect: Revealed type is "ultimate_jobs.handle.JobHandle[…, TypedDict(ultimate_jobs.factories.backfill.sweep.BackfillResult
 reveal_type(sweep)
-# expect: Revealed type is "TypedDict(ultimate_jobs.factories.backfill.sweep.BackfillResult, {'batches': int,
+# expect: Revealed type is "TypedDict(ultimate_jobs.factories.backfill.sweep.BackfillResult, {…'batches': int
 reveal_type(result_of(sweep))
 # expect: Cannot infer value of type parameter "M" of "backfill"
 backfill(name="typing.mismatch", tenant=NO_TENANT, source=lambda ctx: User.objects.all(), handle=rename)
@@ -100,8 +100,8 @@ reveal_type(nightly)
 nightly.enqueue(now="2026-01-01")
 deliver = webhook(name="typing.webhook", tenant=NO_TENANT, endpoint=lambda **_: None, event=lambda **_: None,
                   ledger=ModelLedger())
-# expect: Revealed type is "TypedDict(ultimate_jobs.factories.webhook.declaration.WebhookResult, {'attempt': int,
+# expect: Revealed type is "TypedDict(ultimate_jobs.factories.webhook.declaration.WebhookResult, {…'attempt': int
 reveal_type(result_of(deliver))
-# expect: Revealed type is "ultimate_jobs.handle.JobHandle[[*Any, **Any], int]"
+# expect: Revealed type is "ultimate_jobs.handle.JobHandle[…, int]"
 reveal_type(webhook_receiver(name="typing.inbound", path="hooks/typing/", tenant=NO_TENANT,
                              verify=lambda inbound: {"event_id": "1", "payload": None}, handle=on_event))
