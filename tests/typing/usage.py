@@ -87,7 +87,7 @@ class Sessions:
 
 sweep = backfill(name="typing.sweep", tenant=NO_TENANT, source=lambda ctx: User.objects.filter(is_active=False),
                  handle=activate)
-# expect: Revealed type is "ultimate_jobs.handle.JobHandle[…, TypedDict(ultimate_jobs.factories.backfill.sweep.BackfillResult
+# expect: Revealed type is "ultimate_jobs.handle.JobHandle[…, TypedDict(ultimate_jobs.factories.backfill.sweep.Backfill
 reveal_type(sweep)
 # expect: Revealed type is "TypedDict(ultimate_jobs.factories.backfill.sweep.BackfillResult, {…'batches': int
 reveal_type(result_of(sweep))
