@@ -19,12 +19,13 @@ from tests.support.routing import PROCESS_TIMEOUT
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres_only]
 
-ROLES_AND_LISTENERS = 5  # claim loop + its LISTEN + relay + relay's LISTEN + scheduler
+# Beside the body threads: the claim loop and its LISTEN, the relay and its LISTEN, the scheduler.
+ROLE_CONNECTIONS = {"worker": 2, "relay": 2, "scheduler": 1}
 
 
-def budget(concurrency: int) -> int:
-    """docs/deployment.md's formula for one worker process with the default roles on one database."""
-    return concurrency + ROLES_AND_LISTENERS
+def budget(concurrency: int, roles: str) -> int:
+    """docs/deployment.md's formula for one worker process on one database."""
+    return concurrency + sum(ROLE_CONNECTIONS[role] for role in roles.split(","))
 
 
 def backends() -> int:
@@ -35,10 +36,12 @@ def backends() -> int:
         return int(cursor.fetchone()[0])
 
 
-@pytest.mark.parametrize("concurrency", [2, 6])
-def test_a_worker_process_holds_the_connections_the_formula_says(concurrency: int, started_worker: Start) -> None:
+@pytest.mark.parametrize(("concurrency", "roles"), [(2, "worker,scheduler,relay"), (6, "worker,scheduler,relay"),
+                                                     (3, "worker"), (3, "worker,relay")])
+def test_a_worker_process_holds_the_connections_the_formula_says(concurrency: int, roles: str,
+                                                                 started_worker: Start) -> None:
     assert backends() == 0
-    worker = started_worker("--concurrency", str(concurrency))
+    worker = started_worker("--concurrency", str(concurrency), "--roles", roles)
     # Every body thread runs one job at the same time, so each opens its own connection.
     keys = [f"budget-{concurrency}-{n}" for n in range(concurrency)]
     record.enqueue_many([{"key": key, "sleep": 1.0} for key in keys])
@@ -50,9 +53,9 @@ def test_a_worker_process_holds_the_connections_the_formula_says(concurrency: in
         time.sleep(0.05)
     time.sleep(2.5)  # past the owed-wake sender's linger (1s) and a heartbeat: the steady state
     steady = [backends() for _ in range(5)]
-    print(f"\nconcurrency={concurrency}: steady {steady}, peak {max(peak, *steady)}, formula {budget(concurrency)}")
-    assert steady == [budget(concurrency)] * 5
-    assert max(peak, *steady) <= budget(concurrency) + 1  # + the owed-wake sender, for a second
+    print(f"\nconcurrency={concurrency} roles={roles}: steady {steady}, peak {max(peak, *steady)}, formula {budget(concurrency, roles)}")
+    assert steady == [budget(concurrency, roles)] * 5
+    assert max(peak, *steady) <= budget(concurrency, roles) + 1  # + the owed-wake sender, for a second
     worker.signal(signal.SIGTERM)
     code, _ = wait_exit(worker, PROCESS_TIMEOUT)
     assert code == 0

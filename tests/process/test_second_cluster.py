@@ -30,6 +30,7 @@ from ultimate_jobs.models import Job, OutboxEntry
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
+DOWN = float(os.environ.get("JOBS_TEST_CLUSTER2_DOWN", "1.0"))  # seconds the cluster stays stopped
 ROUTED_KEYS = "SELECT payload->>'key', state, attempt FROM ultimate_jobs_job WHERE payload->>'key' LIKE %s"
 
 
@@ -83,7 +84,7 @@ def test_a_routed_cluster_restart_with_jobs_staged_and_running_heals_without_a_w
     # Queues on the other database run on meanwhile.
     wait_until(lambda: effects_once([f"home-{n}" for n in range(5)]), timeout=PROCESS_TIMEOUT, procs=(worker,),
                what="default's jobs done while the second cluster is down")
-    time.sleep(1.0)  # the relay and the claim loop fail a few passes against the stopped cluster
+    time.sleep(DOWN)  # the relay and the claim loop fail a few passes against the stopped cluster
     down_health = manage("jobs", "health", "--json", env=env)
 
     cluster.start()
@@ -116,6 +117,13 @@ def test_a_routed_cluster_restart_with_jobs_staged_and_running_heals_without_a_w
     assert down_health.returncode == 1, down_health.stdout
     assert [d["alias"] for d in json.loads(down_health.stdout)["databases"] if not d["ok"]] == [ALIAS]
     assert up_health.returncode == 0, up_health.stdout
+    # The connection budget on the routed cluster (docs/deployment.md): the claim loop, its LISTEN,
+    # the relay of its own outbox and that relay's LISTEN, and the relay of DATABASE publishing into it.
+    time.sleep(2.5)  # past the owed-wake sender's linger
+    on_cluster = cluster.rows("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                              (cluster.database,))[0][0]
+    print(f"\nsessions of the worker on the routed cluster: {on_cluster}")
+    assert on_cluster == 5
 
     worker.signal(signal.SIGTERM)
     code, _ = wait_exit(worker, PROCESS_TIMEOUT)
