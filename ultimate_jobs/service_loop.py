@@ -13,8 +13,9 @@ seconds (``wake()`` and ``stop()`` cut the wait short; a drain's ``deadline`` bo
 a tick that logged its own failure raises ``PassFailed``. After a failed pass the loop closes
 every connection of its thread the failure left unusable, to whichever database
 (``db.release_broken_connections``), so a restart, a failover or ``pg_terminate_backend`` of
-any database the pass touched heals on the pass after the server answers again. The loop ends once ``stop()`` was called,
-unless the service ``drains`` (the worker), whose tick then answers ``None`` when it is done.
+any database the pass touched heals on the pass after the server answers again. The loop ends
+once ``stop()`` was called, unless the service ``drains`` (the worker), whose tick then answers
+``None`` when it is done.
 """
 
 from __future__ import annotations

@@ -53,9 +53,10 @@ def test_a_worker_process_holds_the_connections_the_formula_says(concurrency: in
         time.sleep(0.05)
     time.sleep(2.5)  # past the owed-wake sender's linger (1s) and a heartbeat: the steady state
     steady = [backends() for _ in range(5)]
-    print(f"\nconcurrency={concurrency} roles={roles}: steady {steady}, peak {max(peak, *steady)}, formula {budget(concurrency, roles)}")
-    assert steady == [budget(concurrency, roles)] * 5
-    assert max(peak, *steady) <= budget(concurrency, roles) + 1  # + the owed-wake sender, for a second
+    expected = budget(concurrency, roles)
+    print(f"\nconcurrency={concurrency} roles={roles}: steady {steady}, peak {max(peak, *steady)}, formula {expected}")
+    assert steady == [expected] * 5
+    assert max(peak, *steady) <= expected + 1  # + the owed-wake sender, for a second
     worker.signal(signal.SIGTERM)
     code, _ = wait_exit(worker, PROCESS_TIMEOUT)
     assert code == 0

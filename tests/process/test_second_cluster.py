@@ -56,8 +56,8 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``python -m django <args>`` against the suite's database, as an operator would run it."""
     full = {**os.environ, "JOBS_TEST_DB": BACKEND, "JOBS_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
             "PYTHONPATH": str(ROOT), **env}
-    return subprocess.run([sys.executable, "-m", "django", args[0], "--settings", "tests.settings", *args[1:]], cwd=ROOT,
-                          env=full, capture_output=True, text=True, timeout=120)
+    command = [sys.executable, "-m", "django", args[0], "--settings", "tests.settings", *args[1:]]
+    return subprocess.run(command, cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
 
 
 def effects_once(keys: list[str]) -> bool:

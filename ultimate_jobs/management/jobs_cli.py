@@ -2,12 +2,13 @@
 
 ``JobsCLI`` runs one subcommand and answers its exit code: 0 done, 1 a coded refusal
 (``JobsError``: printed as code, cause and fix, never a traceback), 3 ``doctor`` found
-offending rows or skipped a check (``health``: 1 when unhealthy), 4 a bulk write not confirmed (without ``--yes`` it prints
-how many jobs it would touch and writes nothing); argparse's usage errors exit 2. Every write
-passes ``by`` (``--by``, else ``cli:<OS user>``) to ``ops``, which logs it. With ``json=True`` each subcommand prints
-exactly one JSON document on stdout — the ``ops`` answer as it is, or ``{"error": {"code",
-"cause", "fix"}}`` — so ``| jq`` always parses; otherwise it prints tables (``render.Screen``:
-``rich`` when installed, plain text when not, control characters escaped).
+offending rows or skipped a check (``health``: 1 when unhealthy), 4 a bulk write not confirmed
+(without ``--yes`` it prints how many jobs it would touch and writes nothing); argparse's usage
+errors exit 2. Every write passes ``by`` (``--by``, else ``cli:<OS user>``) to ``ops``, which
+logs it. With ``json=True`` each subcommand prints exactly one JSON document on stdout — the
+``ops`` answer as it is, or ``{"error": {"code", "cause", "fix"}}`` — so ``| jq`` always parses;
+otherwise it prints tables (``render.Screen``: ``rich`` when installed, plain text when not,
+control characters escaped).
 Everything shown has passed the redactor (``ops`` redacts).
 """
 
