@@ -35,9 +35,10 @@ ROUTED_KEYS = "SELECT payload->>'key', state, attempt FROM ultimate_jobs_job WHE
 
 
 @pytest.fixture
-def routed_to_cluster(settings: Any, second_cluster: SecondCluster) -> SecondCluster:
-    """Route ``emails`` to the second cluster in this process too (an enqueue here stages it)."""
-    settings.ULTIMATE_JOBS = {**settings.ULTIMATE_JOBS, "QUEUE_DATABASES": {"emails": ALIAS}}
+def routed_to_cluster(second_cluster: SecondCluster) -> SecondCluster:
+    """The second cluster, emptied for this test. The route (``emails`` to it) is the worker
+    processes' (``SecondCluster.env``): this process stages jobs of ``emails`` in the outbox of
+    ``default``, where a routed queue's staged rows wait, and their relay publishes them there."""
     second_cluster.rows("TRUNCATE ultimate_jobs_job, ultimate_jobs_outboxentry, ultimate_jobs_workerheartbeat")
     return second_cluster
 
