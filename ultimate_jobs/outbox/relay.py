@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
 from ultimate_jobs import clock, faults
 from ultimate_jobs.conf import get_settings
@@ -279,7 +279,9 @@ class Relay(LoopedService):
                            install_signals=install_signals, listen=self._listen)
         finally:
             if threading.current_thread() is not threading.main_thread():
-                close_connection(self.alias)
+                # A role thread's connections die with it: this database's, and those a routed
+                # publish opened to other databases.
+                connections.close_all()
             log.info("jobs.outbox.relay-stopped relay=%s published=%s failed=%s", self.relay_id,
                      self.stats["published"], self.stats["failed"])
         return dict(self.stats)
