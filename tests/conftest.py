@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.scheduling",  # declare_task, frozen_at
     "tests.error_codes",  # --error-codes-report
     "tests.support.routing",  # routed, routed_env
+    "tests.support.clusters",  # second_cluster
     "tests.support.http_receiver",  # receiver
 ]
 

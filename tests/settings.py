@@ -132,6 +132,17 @@ if BACKEND == "postgres" and (not _joined or os.environ.get("JOBS_TEST_ROUTED_NA
         "NAME": os.environ.get("JOBS_TEST_ROUTED_NAME") or "uj_routed",
         "TEST": {"NAME": f"test_uj_routed_{os.environ.get('JOBS_TEST_RUN', os.getpid())}"},
     }
+# A second PostgreSQL *cluster* (tests/support/clusters.py creates it with pg_createcluster on port
+# 5435 and migrates a database on it): the ``jobs_cluster2`` alias, configured only in the processes
+# that reach it (worker processes, ``manage.py`` commands) by env. The test process stages routed
+# jobs in the outbox of ``default`` and reads the cluster with a psycopg connection of its own.
+if BACKEND == "postgres" and os.environ.get("JOBS_TEST_CLUSTER2_NAME"):
+    DATABASES["jobs_cluster2"] = {
+        **DATABASES["default"],
+        "PORT": int(os.environ.get("JOBS_TEST_CLUSTER2_PORT", "5435")),
+        "NAME": os.environ["JOBS_TEST_CLUSTER2_NAME"],
+        "TEST": {"NAME": os.environ["JOBS_TEST_CLUSTER2_NAME"]},
+    }
 _routes = dict(pair.split("=", 1) for pair in os.environ.get("JOBS_TEST_QUEUE_DATABASES", "").split(",") if pair)
 
 ULTIMATE_JOBS = {

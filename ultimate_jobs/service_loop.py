@@ -10,8 +10,12 @@ A tick answers how long to wait before the next pass: ``0`` to pass again at onc
 seconds (``wake()`` and ``stop()`` cut the wait short; a drain's ``deadline`` bounds it), or
 ``None`` when the service is done. A tick that raises one of ``errors`` is handed to
 ``on_error(exc, delay)`` to log it, then the loop waits ``delay`` (cut short only by ``stop()``);
-a tick that logged its own failure raises ``PassFailed``. The loop ends once ``stop()`` was called,
-unless the service ``drains`` (the worker), whose tick then answers ``None`` when it is done.
+a tick that logged its own failure raises ``PassFailed``. After a failed pass the loop closes
+every connection of its thread the failure left unusable, to whichever database
+(``db.release_broken_connections``), so a restart, a failover or ``pg_terminate_backend`` of
+any database the pass touched heals on the pass after the server answers again. The loop ends
+once ``stop()`` was called, unless the service ``drains`` (the worker), whose tick then answers
+``None`` when it is done.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from ultimate_jobs import faults
+from ultimate_jobs.db import release_broken_connections
 
 BACKOFF_FLOOR = 0.05  # seconds after the first failed pass, doubling per failure in a row
 BACKOFF_CAP = 5.0
@@ -106,12 +111,14 @@ class ServiceLoop:
                     try:
                         wait = tick()
                     except PassFailed:
+                        release_broken_connections()
                         self._pause(self.backoff.delay)
                         continue
                     except errors as exc:
                         delay = self.backoff.failed()
                         if on_error is not None:
                             on_error(exc, delay)
+                        release_broken_connections()
                         self._pause(delay)
                         continue
                     self.backoff.reset()

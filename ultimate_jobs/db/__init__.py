@@ -23,7 +23,8 @@ from ultimate_jobs.db.store import (
 from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
 
 __all__ = ["JOBS_CHANNEL", "OUTBOX_CHANNEL", "ClaimedJob", "Inserted", "JobRow", "LeaderLease", "Purged", "Rescued",
-           "SettledAndClaimed", "Settlement", "StepRow", "StepWrite", "Store", "close_connection", "store_for"]
+           "SettledAndClaimed", "Settlement", "StepRow", "StepWrite", "Store", "close_connection",
+           "release_broken_connections", "store_for"]
 
 _stores: dict[str, Store] = {}
 
@@ -57,3 +58,26 @@ def close_connection(alias: str) -> None:
         connections[alias].close()
     except Exception:  # closing is best effort: the next use re-dials
         pass
+
+
+def release_broken_connections() -> None:
+    """Close this thread's connections, to any alias, that a failure left unusable.
+
+    Django re-dials a connection it closed, never one the server dropped under it (a restart, a
+    failover, ``pg_terminate_backend``): that one answers "the connection is closed" to every use
+    until someone closes it. A service loop calls this after a failed pass, so whatever database
+    the pass touched (its own, or one ``QUEUE_DATABASES`` routes a publish to) is dialled afresh
+    on the next pass once the server answers. A connection psycopg already knows is broken is
+    closed without a round trip; one that saw an error is pinged first (Django's ``is_usable``).
+    """
+    for conn in connections.all(initialized_only=True):
+        raw = conn.connection
+        if raw is None or conn.in_atomic_block:
+            continue
+        try:
+            if getattr(raw, "closed", False) or (conn.errors_occurred and not conn.is_usable()):
+                conn.close()
+            else:
+                conn.errors_occurred = False
+        except Exception:  # closing is best effort: a connection that cannot close is dropped below
+            conn.connection = None

@@ -2,12 +2,13 @@
 
 ``JobsCLI`` runs one subcommand and answers its exit code: 0 done, 1 a coded refusal
 (``JobsError``: printed as code, cause and fix, never a traceback), 3 ``doctor`` found
-offending rows or skipped a check, 4 a bulk write not confirmed (without ``--yes`` it prints
-how many jobs it would touch and writes nothing); argparse's usage errors exit 2. Every write
-passes ``by`` (``--by``, else ``cli:<OS user>``) to ``ops``, which logs it. With ``json=True`` each subcommand prints
-exactly one JSON document on stdout — the ``ops`` answer as it is, or ``{"error": {"code",
-"cause", "fix"}}`` — so ``| jq`` always parses; otherwise it prints tables (``render.Screen``:
-``rich`` when installed, plain text when not, control characters escaped).
+offending rows or skipped a check (``health``: 1 when unhealthy), 4 a bulk write not confirmed
+(without ``--yes`` it prints how many jobs it would touch and writes nothing); argparse's usage
+errors exit 2. Every write passes ``by`` (``--by``, else ``cli:<OS user>``) to ``ops``, which
+logs it. With ``json=True`` each subcommand prints exactly one JSON document on stdout — the
+``ops`` answer as it is, or ``{"error": {"code", "cause", "fix"}}`` — so ``| jq`` always parses;
+otherwise it prints tables (``render.Screen``: ``rich`` when installed, plain text when not,
+control characters escaped).
 Everything shown has passed the redactor (``ops`` redacts).
 """
 
@@ -25,6 +26,7 @@ from ultimate_jobs.ops.types import BackfillRunInfo
 from ultimate_jobs.registry import get_job_handle
 
 EXIT_OK, EXIT_REFUSED, EXIT_UNHEALTHY, EXIT_UNCONFIRMED = 0, 1, 3, 4
+EXIT_PROBE_FAILED = 1  # ``health``: what a Kubernetes exec probe or a systemd check reads as a failure
 
 
 def _last_line(text: str | None) -> str | None:
@@ -250,3 +252,17 @@ class JobsCLI:
         self._answer(report, human)
         return EXIT_OK if report["ok"] else EXIT_UNHEALTHY
 
+
+    def do_health(self, *, worker: str | None) -> int:
+        report = ops.health(worker=worker)
+
+        def human() -> None:
+            self._table(report["databases"], ("alias", "ok", "error"), title="databases")
+            self._table(report["workers"], ("id", "verdict", "status", "last_heartbeat_age"),
+                        title=f"workers ({'--worker ' + worker if worker else 'on ' + report['host']})",
+                        empty="no worker matches")
+            for reason in report["reasons"]:
+                self.console.print(f"unhealthy: {reason}", markup=False)
+            self.console.print("healthy" if report["ok"] else "UNHEALTHY")
+        self._answer(report, human)
+        return EXIT_OK if report["ok"] else EXIT_PROBE_FAILED

@@ -20,7 +20,8 @@ Timestamps are ISO 8601 strings in UTC; ids are strings. Payloads, results and e
 through the redactor.
 
 Reads of jobs live in ``jobs``, writes on jobs in ``actions``, queues and workers in ``queues``,
-scheduled tasks in ``schedule``, counters in ``counters``, the health checks in ``doctor``, step
+scheduled tasks in ``schedule``, counters in ``counters``, the health checks in ``doctor``, an
+orchestrator's probe (databases answer, workers alive) in ``health``, step
 resolution in ``steps``, an operator's enqueue in ``enqueues``; this package re-exports them all,
 so ``ultimate_jobs.ops`` is the one import.
 ``get_job`` also answers for an id an enqueue inside a transaction returned before the relay
@@ -57,6 +58,7 @@ from ultimate_jobs.ops.actions import (
 from ultimate_jobs.ops.counters import counter_totals, counters
 from ultimate_jobs.ops.doctor import doctor
 from ultimate_jobs.ops.enqueues import enqueue_job
+from ultimate_jobs.ops.health import HealthReport, health
 from ultimate_jobs.ops.jobs import MAX_PAGE, get_job, list_jobs
 from ultimate_jobs.ops.lookup import matching_job_ids, resolve_job_id, short_form
 from ultimate_jobs.ops.overview import Overview, overview
@@ -96,12 +98,12 @@ from ultimate_jobs.ops.types import (
 
 __all__ = [
     "BackfillRunInfo", "BulkResult", "CounterBucket", "CounterTotal", "Counters", "DoctorCheck", "DoctorReport",
-    "EnqueuedJob",
+    "EnqueuedJob", "HealthReport",
     "JobDetail", "JobPage", "JobStepInfo", "JobSummary", "MAX_BULK", "MAX_PAGE", "Overview", "PausedQueue",
     "QueuePaused", "QueueResumed", "QueueStats", "RemovedJob", "ScheduledTask", "TaskFire", "WorkerInfo",
     "backfill_runs", "cancel_job", "counter_totals", "counters", "doctor", "enqueue_backfill", "enqueue_job",
     "gate_backfill",
-    "get_job", "list_jobs", "matching_job_ids", "next_task_run", "overview", "pause_queue", "pause_task",
+    "get_job", "health", "list_jobs", "matching_job_ids", "next_task_run", "overview", "pause_queue", "pause_task",
     "paused_queues", "paused_tasks", "pending_backfills", "promote_job", "promote_many", "queue_stats", "remove_job",
     "remove_many", "requeue_many", "resolve_job_id", "resolve_step", "resume_queue", "resume_task", "retry_job",
     "scheduled_tasks", "short_form", "task_fires", "workers",

@@ -26,7 +26,9 @@ again after ``CLAIM_LEASE``; a relay whose lease another relay took finds the ma
 rolls its insert back. A batch that fails is retried row by row, in order: rows before the
 failing one are published, the failing row keeps its claim (retried after ``CLAIM_LEASE``;
 rows of its transaction wait behind it), later rows are released for the next pass. A lost
-connection releases the whole batch instead.
+connection releases the whole batch instead; after a failed pass every connection the pass
+left broken (to this database or to one a routed row was published into) is closed, so the
+next pass dials afresh once the server answers.
 
 Logged events: ``jobs.outbox.relay-started``, ``jobs.outbox.relay-stopped``,
 ``jobs.outbox.published``, ``jobs.outbox.batch-failed``, ``jobs.outbox.publish-failed`` (names
@@ -44,11 +46,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
 from ultimate_jobs import clock, faults
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.db import OUTBOX_CHANNEL, JobRow, close_connection, store_for
+from ultimate_jobs.db import OUTBOX_CHANNEL, JobRow, close_connection, release_broken_connections, store_for
 from ultimate_jobs.db.routing import alias_for_queue, group_queues
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
@@ -218,6 +220,7 @@ class Relay(LoopedService):
                 published += self.run_once()
             except Exception as exc:  # the caller goes on with what was published
                 log.warning("jobs.outbox.tick-failed relay=%s error=%r", self.relay_id, exc)
+                release_broken_connections()
                 break
             if not self.claimed_last:
                 break
@@ -231,6 +234,7 @@ class Relay(LoopedService):
             self.run_once()
         except Exception as exc:  # the burst worker exits with what it ran
             log.warning("jobs.outbox.tick-failed relay=%s error=%r", self.relay_id, exc)
+            release_broken_connections()
             return False
         return self.claimed_last > 0
 
@@ -275,7 +279,9 @@ class Relay(LoopedService):
                            install_signals=install_signals, listen=self._listen)
         finally:
             if threading.current_thread() is not threading.main_thread():
-                close_connection(self.alias)
+                # A role thread's connections die with it: this database's, and those a routed
+                # publish opened to other databases.
+                connections.close_all()
             log.info("jobs.outbox.relay-stopped relay=%s published=%s failed=%s", self.relay_id,
                      self.stats["published"], self.stats["failed"])
         return dict(self.stats)

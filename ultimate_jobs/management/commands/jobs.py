@@ -1,9 +1,10 @@
 """``python manage.py jobs <subcommand> [--json]``: operate the queue from a terminal.
 
 Subcommands: ``ls``, ``show``, ``enqueue``, ``retry``, ``cancel``, ``promote``, ``rm``, ``stats``, ``pause``,
-``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``, ``top``; ``--json`` on every one.
+``resume``, ``resolve-step``, ``workers``, ``tasks``, ``doctor``, ``top``, ``health``; ``--json`` on every one.
 An id argument takes a whole id, its first characters or the short form ``01a23171…3bc2``.
-Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback), 2 a
+Exit codes: 0 done, 1 a coded refusal (code, cause and fix printed, never a traceback) or ``health``
+found a database not answering or a worker not alive, 2 a
 usage error, 3 ``doctor`` found offending rows or skipped a check, 4 a bulk ``retry``/``promote``/
 ``rm`` without ``--yes`` (it printed the count it would touch and changed nothing), 141 the reader
 of its output went away (``jobs stats | head``: quietly, as a command SIGPIPE ended). Writes are
@@ -122,6 +123,10 @@ class Command(BaseCommand):
         toggle.add_argument("--pause", metavar="TASK", help="Pause this task first.")
         toggle.add_argument("--resume", metavar="TASK", help="Resume this task first.")
         sub("doctor", "Check the queue's invariants; exit 3 with the offending ids when one fails.")
+        health = sub("health", "Probe for Kubernetes/systemd: exit 0 when the jobs databases answer and the workers "
+                     "are alive, else 1 with the reason.")
+        health.add_argument("--worker", metavar="PREFIX", help="Require a live worker whose id or host starts "
+                            "with PREFIX (default: no worker process on this host may be stuck).")
         top = sub("top", "A live table of queues, workers, tasks due and dead jobs, redrawn until Ctrl-C.")
         top.add_argument("--interval", type=_interval, default=2.0, help="Seconds between redraws (2s).")
         top.add_argument("--iterations", type=_limit, default=0, help="Stop after this many frames (0: never).")
