@@ -107,13 +107,25 @@ def test_a_bad_signature_is_401_with_a_code_nothing_queued_nothing_echoed(declar
     assert not Job.objects.filter(name=receiver.name).exists() and not OutboxEntry.objects.exists()
 
 
-def test_a_verifier_crash_quoting_the_body_answers_401_without_it(declare) -> None:
+def test_a_verifier_parse_error_quoting_the_body_answers_422_without_it(declare) -> None:
     def verify(inbound: Any) -> Any:
         raise ValueError(f"cannot parse {inbound.body!r}")
 
     receiver = declare(verify=verify)
     response = post(SECRET_MARK.encode(), {})
+    assert response.status_code == 422 and SECRET_MARK not in response.content.decode()
+    assert response.json() == {"ok": False, "code": "X_WEBHOOK_BODY_INVALID"}
+    assert not Job.objects.filter(name=receiver.name).exists()
+
+
+def test_a_verifier_crash_of_another_kind_answers_401_without_the_body(declare) -> None:
+    def verify(inbound: Any) -> Any:
+        raise RuntimeError(f"hmac backend broke on {inbound.body!r}")
+
+    receiver = declare(verify=verify)
+    response = post(SECRET_MARK.encode(), {})
     assert response.status_code == 401 and SECRET_MARK not in response.content.decode()
+    assert response.json() == {"ok": False, "code": "X_WEBHOOK_SIGNATURE_INVALID"}
     assert not Job.objects.filter(name=receiver.name).exists()
 
 
@@ -170,17 +182,18 @@ def test_a_write_that_fails_is_503_with_retry_after(declare, monkeypatch: pytest
     assert not Job.objects.filter(name=receiver.name).exists()
 
 
-def test_only_post_is_served(declare) -> None:
+def test_only_post_is_served_and_the_refusal_is_coded(declare) -> None:
     declare()
-    response = Client().get("/jobs/hooks/billing/acme/")
-    assert response.status_code == 405 and response["Allow"] == "POST"
+    for response in (Client().get("/jobs/hooks/billing/acme/"), Client().put("/jobs/hooks/billing/acme/", b"{}")):
+        assert response.status_code == 405 and response["Allow"] == "POST"
+        assert response.json() == {"ok": False, "code": "X_WEBHOOK_METHOD_NOT_ALLOWED"}
 
 
 def test_declaration_refusals() -> None:
     good: dict[str, Any] = {"name": "tests.webhooks.bad", "path": "hooks/x/", "tenant": NO_TENANT,
                             "verify": lambda i: {}, "handle": lambda **_: None}
     for bad in ({"path": "/hooks/x/"}, {"path": ""}, {"verify": None}, {"handle": "x"}, {"max_bytes": 0},
-                {"tenant": None}, {"path": "hooks/<bogus:x>/"}):
+                {"tenant": None}, {"path": "hooks/<bogus:x>/"}, {"handshake": "challenge"}):
         with pytest.raises(JobsError) as err:
             webhook_receiver(**{**good, **bad})
         assert err.value.code == "X_WEBHOOK_RECEIVER_INVALID", bad

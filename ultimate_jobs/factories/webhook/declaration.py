@@ -175,8 +175,9 @@ def _event(raw: object, owner: str) -> tuple[str, str, bytes, bool]:
     if raw is None:
         raise Terminal(f"{owner}: event() found no event for this input.", code=X_WEBHOOK_EVENT_UNKNOWN)
     event_id, topic, body = _field(raw, "id"), _field(raw, "topic"), _field(raw, "body")
-    if event_id is None or str(event_id) == "" or not isinstance(topic, str) or not topic or ":" in topic:
-        raise Terminal(f"{owner}: event() must answer a non-empty id and topic (no ':').",
+    if event_id is None or str(event_id) == "" or ":" in str(event_id) or not isinstance(topic, str) or not topic \
+            or ":" in topic:  # a ':' would make the signed string v1:<t>:<id>:<topic>:<body> ambiguous
+        raise Terminal(f"{owner}: event() must answer a non-empty id and topic, neither holding ':'.",
                        code=X_WEBHOOK_EVENT_INVALID)
     if isinstance(body, dict):
         try:
