@@ -25,8 +25,9 @@ leading ``/``, ``<converter:name>`` segments become ``inbound.params``), ``tenan
 ``callable(inbound) -> {"event_id", "payload"}`` or ``{"answer": response}``; ``inbound.body``
 bytes, ``inbound.headers``, ``inbound.params``, ``inbound.query``), ``handle`` (required:
 ``callable(*, event_id, payload, ctx)``), ``handshake`` (None: ``callable(inbound) -> response``
-answering a vendor's ``GET`` challenge on the same path), ``max_bytes`` (1 MiB), ``queue``
-("default"), ``retry`` (``Retry()``).
+answering a vendor's ``GET`` challenge on the same path), ``dedupe_window`` ("10m": how long an
+accepted event id is remembered after its job settles; 0 remembers it only while the job is live),
+``max_bytes`` (1 MiB), ``queue`` ("default"), ``retry`` (``Retry()``).
 
 The view answers ``POST`` (and ``GET`` when ``handshake`` is given); any other method is 405 with
 ``X_WEBHOOK_METHOD_NOT_ALLOWED`` and ``Allow``. It reads at most ``max_bytes`` (over is 413 with
@@ -50,10 +51,16 @@ empty) answer the app's response, nothing queued. The response is an ``HttpRespo
 (200 text/plain), ``bytes`` or a ``dict`` (200 JSON); raising refuses as ``verify`` does (401).
 
 What the receiver promises: the job is durable before the 200, and ``handle`` runs at least once
-per event id. A redelivery while the job is live is deduped; one after it settled — a vendor's
-resend, or a captured request replayed inside the signature's tolerance — is handled again. A
-``handle`` that must not run twice for one event keeps its own seen-set (e.g. a unique row per
-event id written in the same transaction as the work), kept longer than the tolerance.
+per event id. A redelivery while the job is live is deduped (``deduped: true``); so is one within
+``dedupe_window`` of the event's first acceptance after the job settled — a vendor's resend, or a
+captured request replayed inside the signature's tolerance — answered 200 ``deduped: true`` and
+not handled again: keep the window longer than ``verify``'s tolerance (300 s by default), and a
+replay that could pass the signature is never a second run. Past the window the event id is
+handled again (the sender's signature tolerance is what refuses an old replay). The window is kept
+in ``WebhookReceipt`` (one row per accepted event, purged after ``DEAD_RETENTION``), keyed by
+(receiver name, tenant, event id). A ``handle`` that must never run twice for one event, whatever
+the window, keeps its own seen-set (e.g. a unique row per event id written in the same transaction
+as the work).
 
 The view is exempt from Django's CSRF check by design: a sender has no CSRF token, and the
 signature ``verify`` checks is the request's authentication. It runs outside
@@ -70,16 +77,19 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.urls import Resolver404, URLPattern, clear_url_caches, resolve
 from django.urls import path as route_pattern
 from django.views.decorators.csrf import csrf_exempt
 
+from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.context import JobContext
+from ultimate_jobs.durations import Duration, to_seconds
 from ultimate_jobs.enqueue import submit
 from ultimate_jobs.errors import (
     X_WEBHOOK_BODY_INVALID,
@@ -95,11 +105,13 @@ from ultimate_jobs.errors import (
 from ultimate_jobs.factories.kit import declare, is_whole, missing_tenant, named, require_callables, whole_number
 from ultimate_jobs.handle import AnyJobHandle, JobHandle
 from ultimate_jobs.inputs import Tenant
+from ultimate_jobs.models import WebhookReceipt
 from ultimate_jobs.retry import Retry
 
 log = logging.getLogger("ultimate_jobs")
 
 DEFAULT_MAX_BYTES = 1 << 20
+DEFAULT_DEDUPE_WINDOW = 600.0  # twice verify_webhook_signature's default tolerance
 RETRY_AFTER = 30
 CHUNK = 64 * 1024
 
@@ -137,6 +149,7 @@ class Receiver:
     verify: Callable[[Inbound], object]
     max_bytes: int
     handshake: Callable[[Inbound], object] | None = None
+    dedupe_window: float = 0.0
 
 
 def _refuse(status: int, code: str, receiver: Receiver, why: str) -> JsonResponse:
@@ -239,17 +252,44 @@ def receive(receiver: Receiver, request: HttpRequest, params: dict[str, Any]) ->
         row = receiver.handle.using(database=get_settings().DATABASE).row({"event_id": event_id, "payload": payload})
     except JobsError as err:
         return _refuse(422, X_WEBHOOK_EVENT_INVALID, receiver, f"payload refused ({err.code})")
+    alias = get_settings().DATABASE
+    key = {"name": receiver.name, "tenant_id": row.tenant_id or "", "event_id": event_id}
+    now = clock.now()
     try:
+        if receiver.dedupe_window and WebhookReceipt.objects.using(alias).filter(
+                **key, received_at__gte=now - timedelta(seconds=receiver.dedupe_window)).exists():
+            log.info("jobs.webhook.received name=%s event_id=%s deduped=True within=%gs", receiver.name, event_id,
+                     receiver.dedupe_window)
+            return JsonResponse({"ok": True, "event_id": event_id, "deduped": True})
         # Direct, on the view's own autocommit: the row is committed when this returns.
-        result = submit([row], database=get_settings().DATABASE, direct=True)[0]
+        result = submit([row], database=alias, direct=True)[0]
     except DatabaseError as exc:
         log.error("jobs.webhook.unavailable name=%s event_id=%s %s", receiver.name, event_id, type(exc).__name__)
         response = JsonResponse({"ok": False, "code": X_WEBHOOK_RECEIVER_UNAVAILABLE}, status=503)
         response["Retry-After"] = str(RETRY_AFTER)
         return response
+    if receiver.dedupe_window and not result.deduped:
+        _remember(alias, key, now)
     log.info("jobs.webhook.received name=%s event_id=%s job_id=%s deduped=%s", receiver.name, event_id, result.id,
              result.deduped)
     return JsonResponse({"ok": True, "event_id": event_id, "deduped": bool(result.deduped)})
+
+
+def _remember(alias: str, key: dict[str, str], now: datetime) -> None:
+    """Stamp the event's receipt (after the job's row is durable: a receipt never hides a lost
+    event). A failed write only shortens the window for this one event: logged, not refused."""
+    rows = WebhookReceipt.objects.using(alias)
+    try:
+        if rows.filter(**key).update(received_at=now):
+            return
+        try:
+            with transaction.atomic(using=alias):
+                rows.create(**key, received_at=now)
+        except IntegrityError:  # a concurrent delivery of the same event created it
+            rows.filter(**key).update(received_at=now)
+    except DatabaseError as exc:
+        log.warning("jobs.webhook.unavailable name=%s event_id=%s receipt not written (%s)", key["name"],
+                    key["event_id"], type(exc).__name__)
 
 
 def _get(answer: object, key: str) -> Any:
@@ -259,6 +299,7 @@ def _get(answer: object, key: str) -> Any:
 def webhook_receiver(*, name: str, path: str, tenant: Tenant | None = None,  # noqa: A002
                      verify: Callable[[Inbound], Mapping[str, object]], handle: ReceiverHandler[R],
                      handshake: Callable[[Inbound], object] | None = None,
+                     dedupe_window: Duration | None = DEFAULT_DEDUPE_WINDOW,
                      max_bytes: int = DEFAULT_MAX_BYTES, queue: str = "default",
                      retry: Retry | int | None = None) -> JobHandle[..., R]:
     """Declare an inbound webhook; see the module docstring for every option and refusal.
@@ -276,6 +317,8 @@ def webhook_receiver(*, name: str, path: str, tenant: Tenant | None = None,  # n
     require_callables(owner=owner, code=code, verify=verify, handle=handle)
     if handshake is not None:
         require_callables(owner=owner, code=code, handshake=handshake)
+    window = 0.0 if dedupe_window is None else to_seconds(
+        dedupe_window, subject=f"{owner}: dedupe_window", positive=False, code=code)
     max_bytes = whole_number(max_bytes, owner=owner, option="max_bytes", unit="bytes", code=code,
                              fix=f"Set max_bytes={DEFAULT_MAX_BYTES} (1 MiB), or the largest body a sender posts.")
 
@@ -299,7 +342,7 @@ def webhook_receiver(*, name: str, path: str, tenant: Tenant | None = None,  # n
     job_handle = declare(run, label=f"webhook_receiver[{name}]", name=name, idempotency_key="{event_id}",
                          tenant=tenant, queue=queue, retry=retry, sensitive=True)
     declared["self"] = Receiver(name=name, path=route, handle=job_handle, verify=verify, max_bytes=max_bytes,
-                                handshake=handshake)
+                                handshake=handshake, dedupe_window=window)
     with _lock:
         urlpatterns[:] = [p for p in urlpatterns if p.name != f"webhook.{name}"] + [pattern]
     clear_url_caches()

@@ -5,6 +5,7 @@
 may hold a customer's data and belongs to the app's own event table. ``WebhookEndpointState``
 counts an endpoint's consecutive failures per (declaration, tenant, endpoint) and marks it
 disabled; only the app re-enables it.
+``WebhookReceipt`` is one row per inbound event a receiver accepted (its replay window).
 ``ConsumerState`` is what ``consumer()`` reports per key (``ops.get_job()["consumer"]``), written
 in the same transaction as the batch it describes.
 """
@@ -65,6 +66,25 @@ class WebhookEndpointState(models.Model):
     def __str__(self) -> str:
         tenant = f" [{self.tenant_id}]" if self.tenant_id else ""
         return f"{self.name}{tenant} {self.endpoint_id} ({'disabled' if self.disabled_at else 'enabled'})"
+
+
+class WebhookReceipt(models.Model):
+    """An inbound event a ``webhook_receiver`` accepted: kept after its job settles, so a replay of
+    the same event id inside the receiver's ``dedupe_window`` is answered, not handled again."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    tenant_id = models.CharField(max_length=200, blank=True, default="")
+    event_id = models.CharField(max_length=256)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_webhookreceipt"
+        constraints = [models.UniqueConstraint(fields=["name", "tenant_id", "event_id"], name="ultimate_jobs_whr_key")]
+        indexes = [models.Index(fields=["received_at"], name="ultimate_jobs_whr_age")]  # the retention purge
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.event_id}"
 
 
 class ConsumerState(models.Model):

@@ -85,7 +85,7 @@ def test_a_verified_event_is_enqueued_then_answered_and_handled(declare, handled
 
 
 def test_a_redelivery_while_live_is_deduped_and_after_settling_runs_again(declare, handled) -> None:
-    receiver = declare()
+    receiver = declare(dedupe_window=0)  # no window: deduped only while the job is live
     body = b'{"invoice": "inv_1"}'
     first = post(body, sign(body, "evt_7")).json()
     again = post(body, sign(body, "evt_7")).json()
@@ -96,6 +96,30 @@ def test_a_redelivery_while_live_is_deduped_and_after_settling_runs_again(declar
     assert later["deduped"] is False  # at least once: the seen-set is the app's
     drain()
     assert [h["event_id"] for h in handled] == ["evt_7", "evt_7"]
+
+
+def test_a_replay_after_the_job_settled_inside_the_window_is_not_handled_again(declare, handled) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ultimate_jobs.testing import freeze_clock
+
+    receiver = declare(dedupe_window="10m")
+    body = b'{"invoice": "inv_replayed"}'
+    start = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    with freeze_clock(start):
+        captured = sign(body, "evt_captured_3")
+        assert post(body, captured).json()["deduped"] is False
+        drain()
+    with freeze_clock(start + timedelta(seconds=290)):  # inside verify's 300s tolerance: the signature passes
+        replay = post(body, captured)
+        drain()
+    assert (replay.status_code, replay.json()) == (200, {"ok": True, "event_id": "evt_captured_3", "deduped": True})
+    assert [h["event_id"] for h in handled] == ["evt_captured_3"]  # handled once
+    assert Job.objects.filter(name=receiver.name).count() == 1
+    with freeze_clock(start + timedelta(minutes=11)):  # past the window: a fresh resend is handled again
+        resent = post(body, sign(body, "evt_captured_3")).json()
+        drain()
+    assert resent["deduped"] is False and [h["event_id"] for h in handled] == ["evt_captured_3"] * 2
 
 
 def test_a_bad_signature_is_401_with_a_code_nothing_queued_nothing_echoed(declare) -> None:
@@ -193,7 +217,8 @@ def test_declaration_refusals() -> None:
     good: dict[str, Any] = {"name": "tests.webhooks.bad", "path": "hooks/x/", "tenant": NO_TENANT,
                             "verify": lambda i: {}, "handle": lambda **_: None}
     for bad in ({"path": "/hooks/x/"}, {"path": ""}, {"verify": None}, {"handle": "x"}, {"max_bytes": 0},
-                {"tenant": None}, {"path": "hooks/<bogus:x>/"}, {"handshake": "challenge"}):
+                {"tenant": None}, {"path": "hooks/<bogus:x>/"}, {"handshake": "challenge"},
+                {"dedupe_window": "-1s"}, {"dedupe_window": "soon"}):
         with pytest.raises(JobsError) as err:
             webhook_receiver(**{**good, **bad})
         assert err.value.code == "X_WEBHOOK_RECEIVER_INVALID", bad

@@ -42,7 +42,7 @@ from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.errors import X_WEBHOOK_DELIVERY_FAILED, X_WEBHOOK_DELIVERY_REJECTED, X_WEBHOOK_DELIVERY_THROTTLED
 from ultimate_jobs.factories.purge import cancelled
-from ultimate_jobs.models import WebhookDelivery, WebhookEndpointState
+from ultimate_jobs.models import WebhookDelivery, WebhookEndpointState, WebhookReceipt
 
 # What counts against an endpoint: a request went out and did not end in a 2xx.
 COUNTED = (X_WEBHOOK_DELIVERY_FAILED, X_WEBHOOK_DELIVERY_REJECTED, X_WEBHOOK_DELIVERY_THROTTLED)
@@ -160,7 +160,8 @@ class ModelLedger:
 
 
 class WebhookDeliveries:
-    """Retention target: ledger rows older than ``DEAD_RETENTION``, ``batch`` rows a statement."""
+    """Retention target: ledger rows and inbound receipts older than ``DEAD_RETENTION``, ``batch``
+    rows a statement."""
 
     name = "webhook-deliveries"
 
@@ -173,16 +174,21 @@ class WebhookDeliveries:
     def purge_expired(self, now: datetime) -> dict[str, int]:
         alias = get_settings().DATABASE
         cutoff = now - timedelta(seconds=get_settings().DEAD_RETENTION)
-        rows = WebhookDelivery.objects.using(alias)
-        total = batches = 0
-        while not cancelled():
-            ids = list(rows.filter(delivered_at__lt=cutoff).order_by("delivered_at").values_list(
-                "id", flat=True)[: self.batch])
-            deleted = rows.filter(id__in=ids).delete()[0] if ids else 0
-            total, batches = total + deleted, batches + 1
-            if len(ids) < self.batch:
-                break
-        return {"deliveries": total, "batches": batches}
+        total = batches = receipts = 0
+        for model, column in ((WebhookDelivery, "delivered_at"), (WebhookReceipt, "received_at")):
+            rows = model.objects.using(alias)  # type: ignore[attr-defined]
+            while not cancelled():
+                ids = list(rows.filter(**{f"{column}__lt": cutoff}).order_by(column).values_list(
+                    "id", flat=True)[: self.batch])
+                deleted = rows.filter(id__in=ids).delete()[0] if ids else 0
+                batches += 1
+                if model is WebhookDelivery:
+                    total += deleted
+                else:
+                    receipts += deleted
+                if len(ids) < self.batch:
+                    break
+        return {"deliveries": total, "receipts": receipts, "batches": batches}
 
 
 webhook_deliveries = WebhookDeliveries()

@@ -5,6 +5,9 @@
 # every (declaration, tenant) the ledger has deliveries for that endpoint under (its count and its
 # disabled mark with it: a disabled endpoint stays disabled). An old row with no delivery left in the
 # ledger (all purged after DEAD_RETENTION) has no declaration to key it by and is dropped.
+#
+# And WebhookReceipt: one row per inbound event a webhook_receiver accepted, kept after its job
+# settles, so a replay of the event id inside the receiver's dedupe_window is not handled again.
 from django.db import migrations, models
 
 
@@ -53,4 +56,20 @@ class Migration(migrations.Migration):
         ),
         migrations.RunPython(copy_states, migrations.RunPython.noop),
         migrations.DeleteModel('WebhookEndpointStateOld'),
+        migrations.CreateModel(
+            name='WebhookReceipt',
+            fields=[
+                ('id', models.BigAutoField(primary_key=True, serialize=False)),
+                ('name', models.CharField(max_length=200)),
+                ('tenant_id', models.CharField(blank=True, default='', max_length=200)),
+                ('event_id', models.CharField(max_length=256)),
+                ('received_at', models.DateTimeField()),
+            ],
+            options={
+                'db_table': 'ultimate_jobs_webhookreceipt',
+                'constraints': [models.UniqueConstraint(fields=('name', 'tenant_id', 'event_id'),
+                                                        name='ultimate_jobs_whr_key')],
+                'indexes': [models.Index(fields=['received_at'], name='ultimate_jobs_whr_age')],
+            },
+        ),
     ]
