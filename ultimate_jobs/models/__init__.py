@@ -10,5 +10,5 @@ from ultimate_jobs.models.slots import FleetSlot
 from ultimate_jobs.models.webhooks import ConsumerState, WebhookDelivery, WebhookEndpointState, WebhookReceipt
 
 __all__ = ["BackfillRun", "ConsumerState", "Job", "JobCounter", "JobEvent", "FleetSlot", "JobStep", "OutboxEntry",
-           "QueuePause", "SchedulerLeader", "SchedulerState", "WebhookDelivery", "WebhookEndpointState", "WebhookReceipt",
-           "WorkerHeartbeat"]
+           "QueuePause", "SchedulerLeader", "SchedulerState", "WebhookDelivery", "WebhookEndpointState",
+           "WebhookReceipt", "WorkerHeartbeat"]

@@ -1,10 +1,10 @@
 """Internal: where a webhook may be sent — the URL rules and the SSRF guard.
 
 The host is resolved once, here, within the delivery's deadline (a resolver that does not answer
-in time is a failed delivery, the lookup left to finish on a daemon thread that holds no slot), every address it resolves to is checked, and the request is
-then sent to that checked address (``Target.connect_url``) with the original name in the
-``Host`` header and as the TLS server name, so the certificate is still verified against the
-name. Nothing resolves the name a second time, which closes the DNS-rebinding window a "check,
+in time is a failed delivery, the lookup left to finish on a daemon thread that holds no slot),
+every address it resolves to is checked, and the request is then sent to that checked address
+(``Target.connect_url``) with the original name in the ``Host`` header and as the TLS server
+name, so the certificate is still verified against the name. Nothing resolves the name a second time, which closes the DNS-rebinding window a "check,
 then let the HTTP client resolve again" guard leaves open.
 
 Refused (unless ``allow_private``): every address that is not globally routable — loopback,
@@ -14,8 +14,8 @@ also when it hides inside an IPv6 address: every IPv6 form that carries an IPv4 
 by that IPv4 address — IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``,
 IPv4-translated ``::ffff:0:a.b.c.d``, NAT64 ``64:ff9b::/96``, local-use NAT64 ``64:ff9b:1::/48``
 (every RFC 6052 layout its bits fit is read, and one internal reading refuses it; one whose IPv4
-cannot be located is refused), 6to4, Teredo. Alternative spellings (``127.1``, ``0x7f000001``, ``2130706433``) are whatever the
-system resolver makes of them, and then checked as addresses.
+cannot be located is refused), 6to4, Teredo. Alternative spellings (``127.1``, ``0x7f000001``,
+``2130706433``) are whatever the system resolver makes of them, and then checked as addresses.
 """
 
 from __future__ import annotations

@@ -174,21 +174,24 @@ class WebhookDeliveries:
     def purge_expired(self, now: datetime) -> dict[str, int]:
         alias = get_settings().DATABASE
         cutoff = now - timedelta(seconds=get_settings().DEAD_RETENTION)
-        total = batches = receipts = 0
-        for model, column in ((WebhookDelivery, "delivered_at"), (WebhookReceipt, "received_at")):
-            rows = model.objects.using(alias)  # type: ignore[attr-defined]
-            while not cancelled():
-                ids = list(rows.filter(**{f"{column}__lt": cutoff}).order_by(column).values_list(
-                    "id", flat=True)[: self.batch])
-                deleted = rows.filter(id__in=ids).delete()[0] if ids else 0
-                batches += 1
-                if model is WebhookDelivery:
-                    total += deleted
-                else:
-                    receipts += deleted
-                if len(ids) < self.batch:
-                    break
-        return {"deliveries": total, "receipts": receipts, "batches": batches}
+        deliveries = WebhookDelivery.objects.using(alias)
+        receipts = WebhookReceipt.objects.using(alias)
+        counts = {"deliveries": 0, "receipts": 0, "batches": 0}
+        while not cancelled():
+            ids = list(deliveries.filter(delivered_at__lt=cutoff).order_by("delivered_at").values_list(
+                "id", flat=True)[: self.batch])
+            counts["deliveries"] += deliveries.filter(id__in=ids).delete()[0] if ids else 0
+            counts["batches"] += 1
+            if len(ids) < self.batch:
+                break
+        while not cancelled():
+            pks = list(receipts.filter(received_at__lt=cutoff).order_by("received_at").values_list(
+                "id", flat=True)[: self.batch])
+            counts["receipts"] += receipts.filter(id__in=pks).delete()[0] if pks else 0
+            counts["batches"] += 1
+            if len(pks) < self.batch:
+                break
+        return counts
 
 
 webhook_deliveries = WebhookDeliveries()

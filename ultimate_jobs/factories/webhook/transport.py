@@ -28,7 +28,6 @@ at a few deliveries a second (bench/webhooks.py).
 
 from __future__ import annotations
 
-import socket
 import ssl
 import threading
 import time
@@ -92,7 +91,7 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 def remaining(given: float | None) -> float | None:
     """``given`` (a per-operation timeout) shrunk to what is left of this thread's deadline."""
-    deadline = getattr(_request, "deadline", None)
+    deadline: float | None = getattr(_request, "deadline", None)
     if deadline is None:
         return given
     left = deadline - time.monotonic()
