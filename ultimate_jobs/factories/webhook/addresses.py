@@ -4,8 +4,9 @@ The host is resolved once, here, within the delivery's deadline (a resolver that
 in time is a failed delivery, the lookup left to finish on a daemon thread that holds no slot),
 every address it resolves to is checked, and the request is then sent to that checked address
 (``Target.connect_url``) with the original name in the ``Host`` header and as the TLS server
-name, so the certificate is still verified against the name. Nothing resolves the name a second time, which closes the DNS-rebinding window a "check,
-then let the HTTP client resolve again" guard leaves open.
+name, so the certificate is still verified against the name. Nothing resolves the name a second
+time, which closes the DNS-rebinding window a "check, then let the HTTP client resolve again"
+guard leaves open.
 
 Refused (unless ``allow_private``): every address that is not globally routable — loopback,
 RFC 1918 private, link-local (cloud metadata ``169.254.169.254`` among them), CGNAT
