@@ -225,3 +225,18 @@ def test_declaration_refusals() -> None:
     from ultimate_jobs.registry import get_job_handle
 
     assert get_job_handle("tests.webhooks.bad") is None
+
+
+def test_receipts_past_dead_retention_are_purged_and_recent_ones_kept() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ultimate_jobs.conf import get_settings
+    from ultimate_jobs.factories.webhook.ledger import webhook_deliveries
+    from ultimate_jobs.models import WebhookReceipt
+
+    now = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    keep = get_settings().DEAD_RETENTION
+    WebhookReceipt.objects.create(name="tests.r", event_id="evt_old_81", received_at=now - timedelta(seconds=keep + 60))
+    WebhookReceipt.objects.create(name="tests.r", event_id="evt_new_82", received_at=now - timedelta(seconds=60))
+    assert webhook_deliveries.purge_expired(now)["receipts"] == 1
+    assert list(WebhookReceipt.objects.values_list("event_id", flat=True)) == ["evt_new_82"]
