@@ -22,8 +22,10 @@ or dict with ``id``, ``url``, ``secret`` and optional ``headers`` and ``disabled
 on every attempt, never checkpointed, so a rotated secret or a moved URL applies to the next
 attempt), ``event`` (required: ``callable(**input)`` answering ``id``, ``topic`` and ``body`` —
 str, bytes, or a dict sent as compact JSON — or None), ``ledger`` (required: ``ModelLedger()`` or
-your own, see ``ledger``), ``disable_after`` (10 consecutive failures), ``timeout`` ("30s": bounds
-the attempt, and the request inside it gets what is left), ``allow_private`` (False),
+your own, see ``ledger``), ``disable_after`` (10 consecutive failures, counted per declaration,
+tenant and endpoint), ``timeout`` ("30s": one wall-clock deadline for the attempt — reading the
+endpoint and event, resolving, connecting, TLS, sending and the response head all end by it, see
+``transport``; the job's own timeout is ``timeout`` + 10 s, a backstop), ``allow_private`` (False),
 ``queue`` ("default"), ``retry`` (``Retry()``: 3 attempts).
 
 The input must name ``endpoint_id`` and ``event_id`` (more keys pass through to ``endpoint``,
@@ -34,8 +36,9 @@ endpoint's ``headers`` are sent too, and ours win a clash). Answers: a 2xx ends 
 ``{"status", "endpoint_id", "event_id", "attempt"}``; 429/503 with ``Retry-After`` is
 ``X_WEBHOOK_DELIVERY_THROTTLED`` and the next attempt waits that long (clamped by the retry's
 ``max_delay``); any other 4xx and every 3xx (redirects are never followed) is
-``X_WEBHOOK_DELIVERY_REJECTED``; a network error, a timeout or a 5xx is
-``X_WEBHOOK_DELIVERY_FAILED`` — all retried by ``retry``. Terminal: ``X_WEBHOOK_ENDPOINT_UNKNOWN``,
+``X_WEBHOOK_DELIVERY_REJECTED``; a network error, a DNS failure, no complete answer by the
+deadline or a 5xx is ``X_WEBHOOK_DELIVERY_FAILED`` (a malformed ``Retry-After`` is ignored) — all
+retried by ``retry``, recorded in the ledger and counted. Terminal: ``X_WEBHOOK_ENDPOINT_UNKNOWN``,
 ``X_WEBHOOK_EVENT_UNKNOWN``, ``X_WEBHOOK_EVENT_INVALID``, ``X_WEBHOOK_ENDPOINT_INVALID`` (not
 https, or an internal address: see ``addresses``), ``X_WEBHOOK_ENDPOINT_DISABLED`` (no request),
 ``X_WEBHOOK_HTTPX_MISSING``.
