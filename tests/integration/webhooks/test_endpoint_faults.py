@@ -76,3 +76,19 @@ def test_one_tenants_failures_do_not_disable_another_tenants_endpoint(receiver: 
     assert rows == [("acme", 2)]  # globex's 2xx reset nothing of acme's
     assert ModelLedger().enable("ep_same_id", name="tests.webhooks.tenanted", tenant_id="acme") == 1
     assert WebhookEndpointState.objects.get(tenant_id="acme").disabled_at is None
+
+
+def test_a_name_is_resolved_within_the_deadline_and_a_dns_failure_is_recorded(receiver: Receiver, tables: Tables,
+                                                                               declare_webhook) -> None:
+    from ultimate_jobs.factories.webhook import addresses
+
+    # The deadline path (a lookup on its own thread) answers what the system resolver answers.
+    assert [str(a) for a in addresses.resolve("localhost", 443, timeout=10)][:1] in (["127.0.0.1"], ["::1"])
+    deliver = declare_webhook(name="tests.webhooks.nxdomain", retry=1)
+    tables.endpoint("ep_nx_5", "https://hooks.planted-5.invalid/hook")
+    tables.event("evt_nx_6")
+    trace = run_job(deliver, endpoint_id="ep_nx_5", event_id="evt_nx_6")
+    assert (trace.state, trace.error_code) == ("dead", "X_WEBHOOK_DELIVERY_FAILED")
+    rows = list(WebhookDelivery.objects.values_list("endpoint_id", "status_code", "error_code"))
+    assert rows == [("ep_nx_5", None, "X_WEBHOOK_DELIVERY_FAILED")]  # in the ledger, and counted
+    assert ModelLedger().consecutive_failures("ep_nx_5", name="tests.webhooks.nxdomain", tenant_id=None) == 1
