@@ -216,7 +216,7 @@ X_WEBHOOK_EVENT_UNKNOWN = register(
 )
 X_WEBHOOK_EVENT_INVALID = register(
     "X_WEBHOOK_EVENT_INVALID", "Answer {\"id\", \"topic\", \"body\"} from event(**input): non-empty id and topic "
-    "strings, and a str, bytes or dict body."
+    "strings without ':', and a str, bytes or dict body."
 )
 X_WEBHOOK_DELIVERY_FAILED = register(
     "X_WEBHOOK_DELIVERY_FAILED", "None needed: the delivery is retried on the job's schedule; a receiver that "
@@ -244,9 +244,17 @@ X_WEBHOOK_BODY_TOO_LARGE = register(
     "X_WEBHOOK_BODY_TOO_LARGE", "Raise webhook_receiver(max_bytes=...) if the sender's events are legitimately "
     "larger."
 )
+X_WEBHOOK_BODY_INVALID = register(
+    "X_WEBHOOK_BODY_INVALID", "None needed on the receiving side: the signature was good but verify() could not "
+    "parse the body (422); the sender must send the body format verify() reads."
+)
+X_WEBHOOK_METHOD_NOT_ALLOWED = register(
+    "X_WEBHOOK_METHOD_NOT_ALLOWED", "Send events with POST; for a vendor's GET challenge pass "
+    "webhook_receiver(handshake=...)."
+)
 X_WEBHOOK_RECEIVER_INVALID = register(
     "X_WEBHOOK_RECEIVER_INVALID", "Correct the named webhook_receiver() option: a relative Django path, callable "
-    "verify and handle, max_bytes a whole number >= 1."
+    "verify, handle and handshake, max_bytes a whole number >= 1, dedupe_window a duration >= 0."
 )
 X_WEBHOOK_RECEIVER_UNAVAILABLE = register(
     "X_WEBHOOK_RECEIVER_UNAVAILABLE", "None needed by the sender: it redelivers after Retry-After; check the jobs "

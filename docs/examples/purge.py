@@ -128,6 +128,6 @@ if __name__ == "__main__":
 # refused: purge 'p': target 'NoMethod' has no callable purge_expired(now).
 # refused: purge 'p': two targets share the label 'ThumbnailCache' (a label names the target's step).
 # codes: ['X_JOB_DECLARATION_INVALID']
-# retention: {'jobs': {'jobs': 1, 'steps': 3, 'batches': 1}, 'events': {'events': 1, 'batches': 1}, 'webhook-deliveries': {'deliveries': 0, 'batches': 1}}
+# retention: {'jobs': {'jobs': 1, 'steps': 3, 'batches': 1}, 'events': {'events': 1, 'batches': 1}, 'webhook-deliveries': {'deliveries': 0, 'receipts': 0, 'batches': 2}}
 # jobs left: ['ultimate_jobs.purge_retention']
 # events left: [{'invoice': 8}]

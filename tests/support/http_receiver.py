@@ -2,10 +2,17 @@
 
 ``Receiver.script`` is a list of answers consumed in order (the last one repeats): a status, or
 ``(status, headers)``, or ``("hang", seconds)`` to hold the connection before answering 200.
+
+``Trickle`` (fixture ``trickle``) is the slow endpoint a hostile tenant points its webhook at: it
+reads the request, then sends its response head one byte a second and never finishes it. Each
+connection records when it was accepted and when the client hung up (``closed``), so a test reads
+how long a delivery held its worker slot.
 """
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -78,3 +85,83 @@ def receiver() -> Iterator[Receiver]:
     yield rec
     server.shutdown()
     server.server_close()
+
+
+@dataclass
+class Connection:
+    accepted: float
+    request: bytes = b""
+    closed: float | None = None
+
+    @property
+    def held(self) -> float | None:
+        return None if self.closed is None else self.closed - self.accepted
+
+
+@dataclass
+class Trickle:
+    sock: socket.socket
+    interval: float = 1.0
+    give_up: float = 600.0
+    connections: list[Connection] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def serve(self) -> None:
+        self.sock.settimeout(0.2)  # so the teardown's stop is seen
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            seen = Connection(accepted=time.monotonic())
+            with self.lock:
+                self.connections.append(seen)
+            threading.Thread(target=self._drip, args=(conn, seen), daemon=True).start()
+
+    def _drip(self, conn: socket.socket, seen: Connection) -> None:
+        head = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"z" * 100_000
+        with conn:
+            conn.settimeout(5)
+            try:  # the request: its head and whatever body came with it
+                while b"\r\n\r\n" not in seen.request:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    seen.request += chunk
+            except OSError:
+                pass
+            started = time.monotonic()
+            for byte in head:
+                if self.stopping.is_set() or time.monotonic() - started > self.give_up:
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                    readable, _, _ = select.select([conn], [], [], self.interval)
+                    if readable and not conn.recv(65536):  # the client hung up
+                        break
+                except OSError:
+                    break
+            seen.closed = time.monotonic()
+
+
+@pytest.fixture
+def trickle() -> Iterator[Trickle]:
+    """A slow endpoint: one response-head byte a second, never a whole head."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    slow = Trickle(sock)
+    thread = threading.Thread(target=slow.serve, daemon=True)
+    thread.start()
+    yield slow
+    slow.stopping.set()
+    thread.join(5)
+    sock.close()

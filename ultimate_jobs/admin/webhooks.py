@@ -2,7 +2,8 @@
 
 One row per delivery attempt (``WebhookDelivery``: endpoint, event, attempt, status, duration,
 error code — the body is never stored), filterable by webhook name, status and error code and
-searchable by endpoint or event id; and the endpoints' state (consecutive failures, disabled).
+searchable by endpoint or event id; and the endpoints' state per declaration and tenant
+(consecutive failures, disabled).
 Nothing here writes: re-enabling an endpoint is the app's decision
 (``ultimate_jobs.webhooks.ModelLedger().enable(endpoint_id)``). Viewing needs the model's
 ``view`` permission, as any admin page.
@@ -48,8 +49,9 @@ class WebhookDeliveryAdmin(_ReadOnly, _DeliveryAdmin):
 
 
 class WebhookEndpointStateAdmin(_ReadOnly, _EndpointStateAdmin):
-    list_display = ("endpoint_id", "consecutive_failures", "disabled_at", "last_error_code", "updated_at")
-    list_filter = ("last_error_code",)
+    list_display = ("endpoint_id", "name", "tenant_id", "consecutive_failures", "disabled_at", "last_error_code",
+                    "updated_at")
+    list_filter = ("name", "last_error_code")
     search_fields = ("=endpoint_id",)
 
 

@@ -7,8 +7,8 @@ from ultimate_jobs.models.operations import JobCounter, WorkerHeartbeat
 from ultimate_jobs.models.outbox import OutboxEntry
 from ultimate_jobs.models.scheduler import SchedulerLeader, SchedulerState
 from ultimate_jobs.models.slots import FleetSlot
-from ultimate_jobs.models.webhooks import ConsumerState, WebhookDelivery, WebhookEndpointState
+from ultimate_jobs.models.webhooks import ConsumerState, WebhookDelivery, WebhookEndpointState, WebhookReceipt
 
 __all__ = ["BackfillRun", "ConsumerState", "Job", "JobCounter", "JobEvent", "FleetSlot", "JobStep", "OutboxEntry",
            "QueuePause", "SchedulerLeader", "SchedulerState", "WebhookDelivery", "WebhookEndpointState",
-           "WorkerHeartbeat"]
+           "WebhookReceipt", "WorkerHeartbeat"]

@@ -3,7 +3,9 @@
 ``WebhookDelivery`` is one row per delivery attempt of ``webhook()`` through
 ``ultimate_jobs.webhooks.ModelLedger``: who, what, when and how it ended — never the body, which
 may hold a customer's data and belongs to the app's own event table. ``WebhookEndpointState``
-counts an endpoint's consecutive failures and marks it disabled; only the app re-enables it.
+counts an endpoint's consecutive failures per (declaration, tenant, endpoint) and marks it
+disabled; only the app re-enables it.
+``WebhookReceipt`` is one row per inbound event a receiver accepted (its replay window).
 ``ConsumerState`` is what ``consumer()`` reports per key (``ops.get_job()["consumer"]``), written
 in the same transaction as the batch it describes.
 """
@@ -43,7 +45,13 @@ class WebhookDelivery(models.Model):
 
 
 class WebhookEndpointState(models.Model):
-    endpoint_id = models.CharField(max_length=200, primary_key=True)
+    """One endpoint's count under one declaration and tenant (``tenant_id`` "" for none): one
+    declaration's or tenant's failures never disable another's use of the same endpoint id."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    tenant_id = models.CharField(max_length=200, blank=True, default="")
+    endpoint_id = models.CharField(max_length=200)
     consecutive_failures = models.IntegerField(default=0)
     disabled_at = models.DateTimeField(null=True, blank=True)
     last_error_code = models.CharField(max_length=64, null=True, blank=True)
@@ -51,9 +59,32 @@ class WebhookEndpointState(models.Model):
 
     class Meta:
         db_table = "ultimate_jobs_webhookendpointstate"
+        constraints = [models.UniqueConstraint(fields=["name", "tenant_id", "endpoint_id"],
+                                               name="ultimate_jobs_whe_key")]
+        indexes = [models.Index(fields=["endpoint_id"], name="ultimate_jobs_whe_endpoint")]  # enable(endpoint_id)
 
     def __str__(self) -> str:
-        return f"{self.endpoint_id} ({'disabled' if self.disabled_at else 'enabled'})"
+        tenant = f" [{self.tenant_id}]" if self.tenant_id else ""
+        return f"{self.name}{tenant} {self.endpoint_id} ({'disabled' if self.disabled_at else 'enabled'})"
+
+
+class WebhookReceipt(models.Model):
+    """An inbound event a ``webhook_receiver`` accepted: kept after its job settles, so a replay of
+    the same event id inside the receiver's ``dedupe_window`` is answered, not handled again."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    tenant_id = models.CharField(max_length=200, blank=True, default="")
+    event_id = models.CharField(max_length=256)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_webhookreceipt"
+        constraints = [models.UniqueConstraint(fields=["name", "tenant_id", "event_id"], name="ultimate_jobs_whr_key")]
+        indexes = [models.Index(fields=["received_at"], name="ultimate_jobs_whr_age")]  # the retention purge
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.event_id}"
 
 
 class ConsumerState(models.Model):

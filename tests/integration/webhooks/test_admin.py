@@ -16,12 +16,12 @@ def test_deliveries_are_listed_and_read_only(admin_client) -> None:
                                          topic="invoice.paid", attempt=2, status_code=503, duration_ms=12,
                                          error_code="X_WEBHOOK_DELIVERY_THROTTLED",
                                          delivered_at=datetime(2026, 6, 1, tzinfo=UTC))
-    WebhookEndpointState.objects.create(endpoint_id="ep_planted_7", consecutive_failures=4,
-                                        updated_at=datetime(2026, 6, 1, tzinfo=UTC))
+    WebhookEndpointState.objects.create(name="billing.webhooks", tenant_id="org_planted_3", endpoint_id="ep_planted_7",
+                                        consecutive_failures=4, updated_at=datetime(2026, 6, 1, tzinfo=UTC))
     page = admin_client.get("/admin/ultimate_jobs/webhookdelivery/", {"q": "evt_planted_9"}).content.decode()
     assert "ep_planted_7" in page and "X_WEBHOOK_DELIVERY_THROTTLED" in page
     state = admin_client.get("/admin/ultimate_jobs/webhookendpointstate/").content.decode()
-    assert "ep_planted_7" in state
+    assert "ep_planted_7" in state and "org_planted_3" in state  # the count is per declaration and tenant
     assert admin_client.get("/admin/ultimate_jobs/webhookdelivery/add/").status_code == 403
     delete = admin_client.post(f"/admin/ultimate_jobs/webhookdelivery/{row.pk}/delete/", {"post": "yes"})
     assert delete.status_code == 403

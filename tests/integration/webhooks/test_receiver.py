@@ -85,7 +85,7 @@ def test_a_verified_event_is_enqueued_then_answered_and_handled(declare, handled
 
 
 def test_a_redelivery_while_live_is_deduped_and_after_settling_runs_again(declare, handled) -> None:
-    receiver = declare()
+    receiver = declare(dedupe_window=0)  # no window: deduped only while the job is live
     body = b'{"invoice": "inv_1"}'
     first = post(body, sign(body, "evt_7")).json()
     again = post(body, sign(body, "evt_7")).json()
@@ -98,6 +98,30 @@ def test_a_redelivery_while_live_is_deduped_and_after_settling_runs_again(declar
     assert [h["event_id"] for h in handled] == ["evt_7", "evt_7"]
 
 
+def test_a_replay_after_the_job_settled_inside_the_window_is_not_handled_again(declare, handled) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ultimate_jobs.testing import freeze_clock
+
+    receiver = declare(dedupe_window="10m")
+    body = b'{"invoice": "inv_replayed"}'
+    start = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    with freeze_clock(start):
+        captured = sign(body, "evt_captured_3")
+        assert post(body, captured).json()["deduped"] is False
+        drain()
+    with freeze_clock(start + timedelta(seconds=290)):  # inside verify's 300s tolerance: the signature passes
+        replay = post(body, captured)
+        drain()
+    assert (replay.status_code, replay.json()) == (200, {"ok": True, "event_id": "evt_captured_3", "deduped": True})
+    assert [h["event_id"] for h in handled] == ["evt_captured_3"]  # handled once
+    assert Job.objects.filter(name=receiver.name).count() == 1
+    with freeze_clock(start + timedelta(minutes=11)):  # past the window: a fresh resend is handled again
+        resent = post(body, sign(body, "evt_captured_3")).json()
+        drain()
+    assert resent["deduped"] is False and [h["event_id"] for h in handled] == ["evt_captured_3"] * 2
+
+
 def test_a_bad_signature_is_401_with_a_code_nothing_queued_nothing_echoed(declare) -> None:
     receiver = declare()
     body = json.dumps({"card": SECRET_MARK}).encode()
@@ -107,13 +131,25 @@ def test_a_bad_signature_is_401_with_a_code_nothing_queued_nothing_echoed(declar
     assert not Job.objects.filter(name=receiver.name).exists() and not OutboxEntry.objects.exists()
 
 
-def test_a_verifier_crash_quoting_the_body_answers_401_without_it(declare) -> None:
+def test_a_verifier_parse_error_quoting_the_body_answers_422_without_it(declare) -> None:
     def verify(inbound: Any) -> Any:
         raise ValueError(f"cannot parse {inbound.body!r}")
 
     receiver = declare(verify=verify)
     response = post(SECRET_MARK.encode(), {})
+    assert response.status_code == 422 and SECRET_MARK not in response.content.decode()
+    assert response.json() == {"ok": False, "code": "X_WEBHOOK_BODY_INVALID"}
+    assert not Job.objects.filter(name=receiver.name).exists()
+
+
+def test_a_verifier_crash_of_another_kind_answers_401_without_the_body(declare) -> None:
+    def verify(inbound: Any) -> Any:
+        raise RuntimeError(f"hmac backend broke on {inbound.body!r}")
+
+    receiver = declare(verify=verify)
+    response = post(SECRET_MARK.encode(), {})
     assert response.status_code == 401 and SECRET_MARK not in response.content.decode()
+    assert response.json() == {"ok": False, "code": "X_WEBHOOK_SIGNATURE_INVALID"}
     assert not Job.objects.filter(name=receiver.name).exists()
 
 
@@ -170,20 +206,37 @@ def test_a_write_that_fails_is_503_with_retry_after(declare, monkeypatch: pytest
     assert not Job.objects.filter(name=receiver.name).exists()
 
 
-def test_only_post_is_served(declare) -> None:
+def test_only_post_is_served_and_the_refusal_is_coded(declare) -> None:
     declare()
-    response = Client().get("/jobs/hooks/billing/acme/")
-    assert response.status_code == 405 and response["Allow"] == "POST"
+    for response in (Client().get("/jobs/hooks/billing/acme/"), Client().put("/jobs/hooks/billing/acme/", b"{}")):
+        assert response.status_code == 405 and response["Allow"] == "POST"
+        assert response.json() == {"ok": False, "code": "X_WEBHOOK_METHOD_NOT_ALLOWED"}
 
 
 def test_declaration_refusals() -> None:
     good: dict[str, Any] = {"name": "tests.webhooks.bad", "path": "hooks/x/", "tenant": NO_TENANT,
                             "verify": lambda i: {}, "handle": lambda **_: None}
     for bad in ({"path": "/hooks/x/"}, {"path": ""}, {"verify": None}, {"handle": "x"}, {"max_bytes": 0},
-                {"tenant": None}, {"path": "hooks/<bogus:x>/"}):
+                {"tenant": None}, {"path": "hooks/<bogus:x>/"}, {"handshake": "challenge"},
+                {"dedupe_window": "-1s"}, {"dedupe_window": "soon"}):
         with pytest.raises(JobsError) as err:
             webhook_receiver(**{**good, **bad})
         assert err.value.code == "X_WEBHOOK_RECEIVER_INVALID", bad
     from ultimate_jobs.registry import get_job_handle
 
     assert get_job_handle("tests.webhooks.bad") is None
+
+
+def test_receipts_past_dead_retention_are_purged_and_recent_ones_kept() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ultimate_jobs.conf import get_settings
+    from ultimate_jobs.factories.webhook.ledger import webhook_deliveries
+    from ultimate_jobs.models import WebhookReceipt
+
+    now = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    keep = get_settings().DEAD_RETENTION
+    WebhookReceipt.objects.create(name="tests.r", event_id="evt_old_81", received_at=now - timedelta(seconds=keep + 60))
+    WebhookReceipt.objects.create(name="tests.r", event_id="evt_new_82", received_at=now - timedelta(seconds=60))
+    assert webhook_deliveries.purge_expired(now)["receipts"] == 1
+    assert list(WebhookReceipt.objects.values_list("event_id", flat=True)) == ["evt_new_82"]

@@ -3,6 +3,7 @@ is the address connected to, and https is required."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from typing import Any
 
@@ -19,7 +20,20 @@ INTERNAL = [
     "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "169.254.169.254", "[fe80::1]", "10.0.0.1", "172.16.0.1",
     "192.168.1.1", "100.64.0.1", "0.0.0.0", "0", "[::]", "224.0.0.1", "[fd00:ec2::254]", "[fc00::1]",
     "[64:ff9b::a9fe:a9fe]", "[2002:7f00:1::]", "198.18.0.1",
+    # IPv4-compatible, IPv4-translated and local-use NAT64 forms (issue 25), in each RFC 6052 layout
+    "[::127.0.0.1]", "[::10.0.0.1]", "[::ffff:0:127.0.0.1]", "[::ffff:0:a9fe:a9fe]", "[64:ff9b:1::7f00:1]",
+    "[64:ff9b:1::a00:1]", "[64:ff9b:1:7f00:0:100::]", "[64:ff9b:1:a9:fe:a9fe::]", "[64:ff9b:1:0:a9:fea9:fe00:0]",
 ]
+
+
+@pytest.mark.parametrize("literal", ["::8.8.8.8", "::ffff:0:8.8.8.8", "64:ff9b:1::8.8.8.8", "64:ff9b::8.8.8.8"])
+def test_an_ipv6_form_carrying_a_public_ipv4_is_judged_by_it(literal: str) -> None:
+    assert addresses.refusal(ipaddress.ip_address(literal)) is None
+
+
+def test_the_refusal_names_the_embedded_address() -> None:
+    why = addresses.refusal(ipaddress.ip_address("64:ff9b:1::7f00:1"))
+    assert why is not None and "127.0.0.1 is a loopback address" in why
 
 
 @pytest.mark.parametrize("host", INTERNAL)

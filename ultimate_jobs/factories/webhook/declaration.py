@@ -22,8 +22,10 @@ or dict with ``id``, ``url``, ``secret`` and optional ``headers`` and ``disabled
 on every attempt, never checkpointed, so a rotated secret or a moved URL applies to the next
 attempt), ``event`` (required: ``callable(**input)`` answering ``id``, ``topic`` and ``body`` —
 str, bytes, or a dict sent as compact JSON — or None), ``ledger`` (required: ``ModelLedger()`` or
-your own, see ``ledger``), ``disable_after`` (10 consecutive failures), ``timeout`` ("30s": bounds
-the attempt, and the request inside it gets what is left), ``allow_private`` (False),
+your own, see ``ledger``), ``disable_after`` (10 consecutive failures, counted per declaration,
+tenant and endpoint), ``timeout`` ("30s": one wall-clock deadline for the attempt — reading the
+endpoint and event, resolving, connecting, TLS, sending and the response head all end by it, see
+``transport``; the job's own timeout is ``timeout`` + 10 s, a backstop), ``allow_private`` (False),
 ``queue`` ("default"), ``retry`` (``Retry()``: 3 attempts).
 
 The input must name ``endpoint_id`` and ``event_id`` (more keys pass through to ``endpoint``,
@@ -34,8 +36,9 @@ endpoint's ``headers`` are sent too, and ours win a clash). Answers: a 2xx ends 
 ``{"status", "endpoint_id", "event_id", "attempt"}``; 429/503 with ``Retry-After`` is
 ``X_WEBHOOK_DELIVERY_THROTTLED`` and the next attempt waits that long (clamped by the retry's
 ``max_delay``); any other 4xx and every 3xx (redirects are never followed) is
-``X_WEBHOOK_DELIVERY_REJECTED``; a network error, a timeout or a 5xx is
-``X_WEBHOOK_DELIVERY_FAILED`` — all retried by ``retry``. Terminal: ``X_WEBHOOK_ENDPOINT_UNKNOWN``,
+``X_WEBHOOK_DELIVERY_REJECTED``; a network error, a DNS failure, no complete answer by the
+deadline or a 5xx is ``X_WEBHOOK_DELIVERY_FAILED`` (a malformed ``Retry-After`` is ignored) — all
+retried by ``retry``, recorded in the ledger and counted. Terminal: ``X_WEBHOOK_ENDPOINT_UNKNOWN``,
 ``X_WEBHOOK_EVENT_UNKNOWN``, ``X_WEBHOOK_EVENT_INVALID``, ``X_WEBHOOK_ENDPOINT_INVALID`` (not
 https, or an internal address: see ``addresses``), ``X_WEBHOOK_ENDPOINT_DISABLED`` (no request),
 ``X_WEBHOOK_HTTPX_MISSING``.
@@ -50,6 +53,7 @@ Logged events: ``jobs.webhook.delivered``, ``jobs.webhook.failed`` (warning),
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import time
@@ -95,6 +99,17 @@ log = logging.getLogger("ultimate_jobs")
 
 DEFAULT_DISABLE_AFTER = 10
 DEFAULT_TIMEOUT = 30.0
+SETTLE_GRACE = 10.0  # seconds the job's timeout runs past the request's, to record and settle
+
+
+def _takes_key(method: Callable[..., object]) -> bool:
+    """Whether a ledger method accepts ``name=`` and ``tenant_id=`` (else: endpoint id alone)."""
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    names = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return any(p.kind is p.VAR_KEYWORD for p in params) or {"name", "tenant_id"} <= names
 
 
 class WebhookResult(TypedDict):
@@ -123,6 +138,7 @@ class Webhook:
     disable_after: int
     timeout: float
     allow_private: bool
+    keyed: bool = True  # the ledger takes name= and tenant_id= (a ledger written before: endpoint id alone)
 
 
 _declarations: weakref.WeakKeyDictionary[AnyJobHandle, Webhook] = weakref.WeakKeyDictionary()
@@ -162,8 +178,9 @@ def _event(raw: object, owner: str) -> tuple[str, str, bytes, bool]:
     if raw is None:
         raise Terminal(f"{owner}: event() found no event for this input.", code=X_WEBHOOK_EVENT_UNKNOWN)
     event_id, topic, body = _field(raw, "id"), _field(raw, "topic"), _field(raw, "body")
-    if event_id is None or str(event_id) == "" or not isinstance(topic, str) or not topic or ":" in topic:
-        raise Terminal(f"{owner}: event() must answer a non-empty id and topic (no ':').",
+    if event_id is None or str(event_id) == "" or ":" in str(event_id) or not isinstance(topic, str) or not topic \
+            or ":" in topic:  # a ':' would make the signed string v1:<t>:<id>:<topic>:<body> ambiguous
+        raise Terminal(f"{owner}: event() must answer a non-empty id and topic, neither holding ':'.",
                        code=X_WEBHOOK_EVENT_INVALID)
     if isinstance(body, dict):
         try:
@@ -199,7 +216,8 @@ def deliver(spec: Webhook, ctx: JobContext, values: dict[str, Any]) -> WebhookRe
     owner = f"webhook {spec.name!r}"
     endpoint = _endpoint(spec.endpoint(**values), owner)
     event_id, topic, body, is_json = _event(spec.event(**values), owner)
-    if endpoint.disabled or spec.ledger.consecutive_failures(endpoint.id) >= spec.disable_after:
+    key: dict[str, Any] = {"name": spec.name, "tenant_id": ctx.tenant_id} if spec.keyed else {}
+    if endpoint.disabled or spec.ledger.consecutive_failures(endpoint.id, **key) >= spec.disable_after:
         raise Terminal(f"{owner}: endpoint {endpoint.id} is disabled; no request was sent.",
                        code=X_WEBHOOK_ENDPOINT_DISABLED)
 
@@ -209,12 +227,17 @@ def deliver(spec: Webhook, ctx: JobContext, values: dict[str, Any]) -> WebhookRe
                                     status_code=status, duration_ms=duration_ms, error_code=code,
                                     delivered_at=clock.now()))
 
+    resolving = time.monotonic()
     try:
         target = addresses.target(endpoint.url, allow_private=spec.allow_private,
-                                  allow_http=get_settings().WEBHOOK_ALLOW_HTTP)
+                                  allow_http=get_settings().WEBHOOK_ALLOW_HTTP,
+                                  timeout=spec.timeout - (resolving - started))
     except Terminal as refused:
         record(None, 0, refused.code)
         raise
+    except JobsError as failed:  # the name did not resolve (in time): a failed attempt, counted
+        record(None, int((time.monotonic() - resolving) * 1000), failed.code)
+        raise JobsError(failed.code, f"{owner}: {failed.cause}") from None
     ours = {"Content-Type": "application/json" if is_json else "application/octet-stream",
             "User-Agent": transport.USER_AGENT, signing.ID_HEADER: event_id, signing.TOPIC_HEADER: topic}
     # The endpoint's headers go under ours: a stored header can never replace the signature.
@@ -222,6 +245,7 @@ def deliver(spec: Webhook, ctx: JobContext, values: dict[str, Any]) -> WebhookRe
     headers = {k: v for k, v in endpoint.headers.items() if k.lower() not in taken}
     remaining = spec.timeout - (time.monotonic() - started)
     if remaining <= 0:
+        record(None, 0, X_WEBHOOK_DELIVERY_FAILED)
         raise JobsError(X_WEBHOOK_DELIVERY_FAILED, f"{owner}: the attempt's {spec.timeout:g}s were spent before "
                         "the request.")
     t = int(clock.now().timestamp())  # signed now, not at enqueue: a retry carries a fresh timestamp
@@ -237,8 +261,8 @@ def deliver(spec: Webhook, ctx: JobContext, values: dict[str, Any]) -> WebhookRe
         return {"status": answer.status, "endpoint_id": endpoint.id, "event_id": event_id, "attempt": ctx.attempt}
     log.warning("jobs.webhook.failed name=%s endpoint_id=%s event_id=%s attempt=%s code=%s %s", spec.name,
                 endpoint.id, event_id, ctx.attempt, code, what)
-    if spec.ledger.consecutive_failures(endpoint.id) >= spec.disable_after:
-        spec.ledger.disable(endpoint.id)
+    if spec.ledger.consecutive_failures(endpoint.id, **key) >= spec.disable_after:
+        spec.ledger.disable(endpoint.id, **key)
         log.warning("jobs.webhook.endpoint-disabled name=%s endpoint_id=%s after=%s", spec.name, endpoint.id,
                     spec.disable_after)
         raise Terminal(f"{owner}: endpoint {endpoint.id} failed {spec.disable_after} times in a row ({what}) "
@@ -274,11 +298,14 @@ def webhook(*, name: str, tenant: Tenant | None = None, endpoint: Callable[..., 
     def send(ctx: JobContext, /, *, endpoint_id: Any, event_id: Any, **extra: Any) -> WebhookResult:
         return deliver(declared["self"], ctx, {"endpoint_id": endpoint_id, "event_id": event_id, **extra})
 
+    # The job's own timeout is a backstop past the request's deadline: the delivery ends itself at
+    # ``timeout`` (a failure in the ledger, the slot free) before the worker would abandon it.
     handle = declare(send, label=f"webhook[{name}]", name=name, tenant=tenant, queue=queue, retry=retry,
-                     timeout=seconds,
+                     timeout=seconds + SETTLE_GRACE,
                      idempotency_key=lambda endpoint_id, event_id, **_: f"{name}:{endpoint_id}:{event_id}")
     spec = Webhook(name=name, handle=handle, endpoint=endpoint, event=event, ledger=ledger,
-                   disable_after=disable_after, timeout=seconds, allow_private=allow_private)
+                   disable_after=disable_after, timeout=seconds, allow_private=allow_private,
+                   keyed=_takes_key(ledger.consecutive_failures) and _takes_key(ledger.disable))
     declared["self"] = spec
     _declarations[handle] = spec
     return handle

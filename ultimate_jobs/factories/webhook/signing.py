@@ -3,7 +3,12 @@
 ``X-Ultimate-Webhook-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>`` over the bytes
 ``v1:<t>:<event id>:<topic>:<body>``. The timestamp and the event id are inside the MAC, so a
 captured request can neither be replayed later (the tolerance) nor under another id (the
-receiver's dedupe key). The public name is ``ultimate_jobs.verify_webhook_signature``.
+receiver's dedupe key). Neither the event id nor the topic may hold ``:`` (refused when sending,
+``X_WEBHOOK_EVENT_INVALID``, and when verifying, ``X_WEBHOOK_SIGNATURE_INVALID``): with a ``:`` in
+the id, ``id="a:b", topic="c", body="d"`` and ``id="a", topic="b", body="c:d"`` sign the same
+bytes, and one captured signature would pass under a fresh event id. Signatures made before this
+rule, over ids without ``:``, verify unchanged. The public name is
+``ultimate_jobs.verify_webhook_signature``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ TOPIC_HEADER = "X-Ultimate-Webhook-Topic"
 DEFAULT_TOLERANCE = 300
 
 Secret = str | bytes
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def secrets_of(secret: Secret | Sequence[Secret], *, subject: str = "secret") -> list[bytes]:
@@ -72,9 +78,9 @@ def _parse(value: str | None) -> tuple[int, list[str]] | None:
     macs = []
     for part in value.split(","):
         key, _, val = part.strip().partition("=")
-        if key == "t" and val.isdigit() and len(val) <= 12:
+        if key == "t" and val.isascii() and val.isdigit() and len(val) <= 12:  # '²'.isdigit() is True too
             t = int(val)
-        elif key == "v1" and len(val) == 64:
+        elif key == "v1" and len(val) == 64 and all(c in _HEX for c in val):
             macs.append(val.lower())
     return (t, macs) if t is not None and macs else None
 
@@ -100,6 +106,9 @@ def verify_webhook_signature(body: bytes | str, headers: Mapping[str, Any], secr
     if parsed is None or event_id is None or topic is None:
         raise JobsError(X_WEBHOOK_SIGNATURE_INVALID, f"the request has no well-formed {SIGNATURE_HEADER}, "
                         f"{ID_HEADER} and {TOPIC_HEADER} headers.")
+    if ":" in event_id or ":" in topic:
+        raise JobsError(X_WEBHOOK_SIGNATURE_INVALID, f"the {ID_HEADER} or {TOPIC_HEADER} header holds ':', which "
+                        "would make the signed string ambiguous; such a signature is never accepted.")
     t, given = parsed
     message = signed_bytes(t, event_id, topic, raw)
     expected = [hmac.new(key, message, hashlib.sha256).hexdigest() for key in keys]
