@@ -161,6 +161,7 @@ class JobRow:
     run_at: datetime | None
     concurrency_key: str | None
     traceparent: str | None
+    sensitive: bool = False  # the declaration's sensitive=True, stored on the row (SPEC §10)
     dedupe_key: tuple[str, str, str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
