@@ -69,3 +69,21 @@ def test_every_insert_path_stores_the_flag_and_readers_without_the_declaration_m
         assert cli.wait(60) == 0, cli.output()
         output = cli.output()
         assert str(job_id) in output and CARD not in output and REDACTED in output, output
+
+
+def test_the_migration_adds_the_columns_without_rewriting_the_table() -> None:
+    """On PostgreSQL 11+ ``ADD COLUMN ... DEFAULT false NOT NULL`` (a constant default) is a
+    catalogue change: no row is rewritten, and no UPDATE backfills the old rows."""
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.db import connection
+
+    out = StringIO()
+    call_command("sqlmigrate", "ultimate_jobs", "0014", stdout=out)
+    sql = out.getvalue()
+    assert "UPDATE" not in sql.upper().replace("UPDATED_AT", ""), sql
+    if connection.vendor != "postgresql":
+        return
+    assert 'ADD COLUMN "sensitive" boolean DEFAULT false NOT NULL' in sql, sql
+    assert "DROP DEFAULT" not in sql, sql  # the default stays: raw INSERTs that omit the column read false
