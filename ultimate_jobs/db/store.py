@@ -42,6 +42,7 @@ class ClaimedJob(NamedTuple):
     priority: int
     concurrency_key: str | None
     traceparent: str | None
+    sensitive: bool = False  # the row's flag: the worker masks by it as by the declaration's (SPEC §10)
 
 
 class Settlement(NamedTuple):

@@ -71,6 +71,21 @@ def test_every_insert_path_stores_the_flag_and_readers_without_the_declaration_m
         assert str(job_id) in output and CARD not in output and REDACTED in output, output
 
 
+def test_a_worker_masks_a_run_by_the_rows_flag(declare, make_worker) -> None:
+    from ultimate_jobs import Retry
+
+    @declare(name="tests.flagged_by_row", idempotency_key="{ref}", tenant=NO_TENANT, retry=Retry(attempts=1))
+    def flagged(ctx, *, ref: str, card: str) -> None:
+        raise ValueError(f"card {card} declined")
+
+    result = flagged.enqueue(ref="r", card=CARD)
+    Job.objects.filter(id=result.id).update(sensitive=True)  # planted: the declaration says nothing
+    make_worker(queues=["default"], burst=True).run(install_signals=False)
+    row = Job.objects.get(id=result.id)
+    assert row.state == "dead" and "ValueError" in row.last_error and REDACTED in row.last_error
+    assert CARD not in row.last_error and all(CARD not in (a.get("error") or "") for a in row.attempts)
+
+
 def test_the_migration_adds_the_columns_without_rewriting_the_table() -> None:
     """On PostgreSQL 11+ ``ADD COLUMN ... DEFAULT false NOT NULL`` (a constant default) is a
     catalogue change: no row is rewritten, and no UPDATE backfills the old rows."""

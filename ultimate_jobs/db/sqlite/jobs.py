@@ -64,7 +64,7 @@ UPDATE ultimate_jobs_job
      ORDER BY priority, run_at, id
      LIMIT %s)
 RETURNING id, run_id, name, queue, payload, attempt, max_attempts, claim, tenant_id, enqueued_by,
-          priority, concurrency_key, traceparent
+          priority, concurrency_key, traceparent, sensitive
 """
 
 # One entry of a row's attempt history (Job.attempts), appended by the statement that settles the
@@ -190,7 +190,7 @@ class JobStatements(SqliteConnection):
             cursor.execute(sql, params)
             rows = named_rows(cursor)
         claimed = [ClaimedJob(**{**r, "id": as_uuid(r["id"]), "run_id": as_uuid(r["run_id"]),
-                                 "claim": as_uuid(r["claim"])}) for r in rows]
+                                 "claim": as_uuid(r["claim"]), "sensitive": bool(r["sensitive"])}) for r in rows]
         claimed.sort(key=lambda c: c.priority)
         return claimed
 
