@@ -138,6 +138,10 @@ def _hits(keys: tuple[str, ...]) -> re.Pattern[str]:
         if char == "_":
             return "[-_]?"
         return "[" + re.escape("".join(sorted({char, char.upper(), char.lower(), *_FOLDS.get(char, "")}))) + "]"
+    # A fragment's leading "_" may be absent: look for what follows it (a hit need only be a superset).
+    keys = tuple(k.lstrip("_") for k in keys if k.strip("_"))
+    if not keys:
+        return re.compile(r"(?!)")  # fragments of underscores only: nothing to find
     spelled = "|".join("".join(letter(c) for c in k) for k in keys)
     first = "".join(sorted({c for k in keys for c in (k[0], k[0].upper(), *_FOLDS.get(k[0], ""))}))
     return re.compile("(?=[" + re.escape(first) + "])(?:" + spelled + ")")
@@ -253,7 +257,8 @@ def _key_matches(text: str, keys: tuple[str, ...], done: list[int]) -> Iterator[
         hit = hits.search(text, low)
         if hit is None:
             return
-        scanned = _WORD_REST.match(text, hit.end()).end()  # type: ignore[union-attr]  # "*" always matches
+        # Past the word (and at least one character on, so the walk always moves forward).
+        scanned = max(_WORD_REST.match(text, hit.end()).end(), low + 1)  # type: ignore[union-attr]
         word = _WORD_START.search(text, low, hit.start() + 1)
         if word is None:  # the word began inside the value masked last
             continue

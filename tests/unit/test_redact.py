@@ -361,3 +361,9 @@ def test_a_token_alone_in_a_urls_userinfo_is_masked(text: str, shown: str) -> No
 def test_a_flags_separate_value_is_masked(text: str, shown: str) -> None:
     assert redact_text(text) == shown
     assert redact_text(shown) == shown
+
+
+@override_settings(ULTIMATE_JOBS={"REDACT_KEYS_EXTRA": ["___", "_pin"]})
+def test_odd_fragments_neither_loop_nor_miss() -> None:
+    assert redact_text("pin=1 user_pin=2 n=3") == f"pin={R} user_pin={R} n=3"
+    assert redact({"userPin": 1, "n": 2}) == {"userPin": R, "n": 2}
