@@ -122,7 +122,7 @@ def _secret(key: str, keys: tuple[str, ...], value: Any = None) -> bool:
 @functools.lru_cache(maxsize=8)
 def _fragments(keys: tuple[str, ...]) -> re.Pattern[str]:
     """Any fragment inside a normalized key name; ``_`` in a fragment may be absent (``apikey``)."""
-    return re.compile("|".join(re.escape(k).replace("_", "_?") for k in keys))
+    return re.compile("|".join(re.escape(k).replace("_", "_?") if k.strip("_") else re.escape(k) for k in keys))
 
 
 # Characters ``re.IGNORECASE`` also folds onto a fragment's letter (``_hits`` spells cases out).
