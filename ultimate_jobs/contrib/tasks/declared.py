@@ -8,7 +8,7 @@ from typing import Any
 
 from django.apps import apps
 from django.core import signing
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils.module_loading import import_string
 
 from ultimate_jobs.errors import X_TASK_PATH_REFUSED, Terminal
@@ -21,10 +21,14 @@ RETRY_ATTRIBUTE = "_ultimate_jobs_retry"
 NO_RETRY = Retry(attempts=1)
 
 
-def sign_path(path: str) -> str:
+def sign_path(path: str) -> str | None:
     """The signature the backend stores beside a task's module path (``task_sig``): keyed by
-    ``SECRET_KEY``, so only a process of this project could have written it."""
-    return signing.Signer(salt=_SALT).sign(path).rsplit(":", 1)[1]
+    ``SECRET_KEY``, so only a process of this project could have written it (None without a
+    ``SECRET_KEY``: the worker then imports only modules of installed apps or imported already)."""
+    try:
+        return signing.Signer(salt=_SALT).sign(path).rsplit(":", 1)[1]
+    except ImproperlyConfigured:
+        return None
 
 
 def load_task(path: str, signature: str | None = None) -> Any:
@@ -61,7 +65,7 @@ def _may_import(module: str, path: str, signature: str | None) -> bool:
         return False
     try:
         return signing.Signer(salt=_SALT).unsign(f"{path}:{signature}") == path  # SECRET_KEY_FALLBACKS too
-    except signing.BadSignature:
+    except (signing.BadSignature, ImproperlyConfigured):
         return False
 
 
