@@ -82,6 +82,7 @@ class JobInput:
     idempotency_key: str
     tenant_id: str | None
     concurrency_key: str | None
+    sensitive: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,7 +170,8 @@ class EnqueueOptions:
                       priority=job.priority if self.priority is None else self.priority, payload=job.payload,
                       idempotency_key=key, tenant_id=claimed if claimed is not None else job.tenant_id,
                       enqueued_by=self.enqueued_by, max_attempts=job.max_attempts, delay=self.delay,
-                      run_at=self.run_at, concurrency_key=job.concurrency_key, traceparent=current_traceparent())
+                      run_at=self.run_at, concurrency_key=job.concurrency_key, traceparent=current_traceparent(),
+                      sensitive=job.sensitive)
 
 
 _NO_OPTIONS = EnqueueOptions()

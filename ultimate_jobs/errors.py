@@ -306,6 +306,10 @@ X_TASK_CONTEXT_INVALID = register(
 X_TASK_RETRY = register(
     "X_TASK_RETRY", "Nothing to fix: the task failed and runs again after its retry policy's delay."
 )
+X_TASK_PATH_REFUSED = register(
+    "X_TASK_PATH_REFUSED", "Enqueue tasks through the backend (task.enqueue()), and define them in an installed "
+    "app's module; a django_tasks row naming any other module is refused and nothing is imported."
+)
 
 X_SUBJECT_TREATMENT_INVALID = register(
     "X_SUBJECT_TREATMENT_INVALID", 'State "delete", {"anonymize": {field: value}} (existing fields; None only '

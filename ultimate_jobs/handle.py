@@ -221,7 +221,8 @@ class JobHandle(Generic[P, R]):
         """One input as a row takes it: its JSON, key, tenant and concurrency key, each checked as above."""
         return JobInput(name=self.name, queue=self.queue, priority=self.priority, max_attempts=self.max_attempts,
                         payload=self.encode_input(values), idempotency_key=self._key_of(values),
-                        tenant_id=self._tenant_of(values), concurrency_key=self._concurrency_key_of(values))
+                        tenant_id=self._tenant_of(values), concurrency_key=self._concurrency_key_of(values),
+                        sensitive=self.sensitive)
 
     # -- enqueue -------------------------------------------------------------------------------
 

@@ -315,3 +315,55 @@ def test_the_log_filter_rewrites_only_what_it_masks() -> None:
     failed.exc_text = "kept as formatted"
     RedactingFilter().filter(failed)
     assert failed.exc_text == "kept as formatted"  # a record already formatted is not formatted again
+
+
+# -- the gaps issue 25 closed: camelCase keys, a token alone in a URL, a flag's separate value ------
+
+
+@pytest.mark.parametrize("key", ["privateKey", "apiKey", "PrivateKey", "privatekey", "PRIVATE_KEY", "authToken",
+                                 "sessionId", "xApiKey", "APIKey", "clientSecret", "passWord", "private-Key"])
+def test_camel_case_keys_are_masked_in_data_and_text(key: str) -> None:
+    assert redact({"outer": [{key: SECRET, "kept": "visible"}]}) == {"outer": [{key: REDACTED, "kept": "visible"}]}
+    assert redact([[key, SECRET]]) == [[key, REDACTED]]
+    assert redact({"name": key, "value": SECRET}) == {"name": key, "value": REDACTED}
+    for text in (f"{key}={SECRET}", f'{{"{key}": "{SECRET}"}}', f"{key}: {SECRET}"):
+        assert SECRET not in (redact_text(text) or ""), text
+    assert SECRET not in preview_json(json.dumps({key: SECRET}), limit=10_000)
+
+
+def test_a_camel_case_count_under_a_plural_is_still_a_count() -> None:
+    assert redact({"tokensUsed": 1200, "sessionsTotal": 3, "tokenCount": 5}) == {
+        "tokensUsed": 1200, "sessionsTotal": 3, "tokenCount": R}
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    (f"git clone https://{SECRET}@github.com/acme/repo.git", f"git clone https://{R}@github.com/acme/repo.git"),
+    (f"fetch failed: http://{SECRET}@host:8080/x", f"fetch failed: http://{R}@host:8080/x"),
+    (f"https://user:{SECRET}@host/", f"https://user:{R}@host/"),
+    ("see https://example.com/a@b", "see https://example.com/a@b"),  # an "@" in the path is no userinfo
+])
+def test_a_token_alone_in_a_urls_userinfo_is_masked(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+    assert redact_text(shown) == shown
+    assert redact({"u": text}) == {"u": shown}
+    assert SECRET not in preview_json(json.dumps({"u": text}), limit=10_000) or SECRET not in text
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    (f"pg_dump --password {SECRET} --host db", f"pg_dump --password {R} --host db"),
+    (f"cli --token {SECRET}", f"cli --token {R}"),
+    (f"cli --api-key '{SECRET} two' -v", f"cli --api-key '{R}' -v"),
+    (f"cli --password={SECRET} --host db", f"cli --password={R} --host db"),
+    (f"cli --client-secret\t{SECRET}", f"cli --client-secret\t{R}"),
+    ("cli --token --verbose", "cli --token --verbose"),  # a flag with no value shows as it is
+    ("cli --tokens", "cli --tokens"),
+])
+def test_a_flags_separate_value_is_masked(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+    assert redact_text(shown) == shown
+
+
+@override_settings(ULTIMATE_JOBS={"REDACT_KEYS_EXTRA": ["___", "_pin"]})
+def test_odd_fragments_neither_loop_nor_miss() -> None:
+    assert redact_text("pin=1 user_pin=2 n=3") == f"pin={R} user_pin={R} n=3"
+    assert redact({"userPin": 1, "n": 2}) == {"userPin": R, "n": 2}

@@ -125,7 +125,7 @@ class JobAdmin(_JobModelAdmin):
         if tenant is not None:
             query = query.filter(tenant_id=tenant)
         return (query.only("id", "name", "queue", "state", "tenant_id", "attempt", "max_attempts", "run_at",
-                           "created_at", "updated_at", "last_error", "error_code")
+                           "created_at", "updated_at", "last_error", "error_code", "sensitive")
                 .annotate(payload_head=Left(Cast("payload", TextField()), PREVIEW_CHARS),
                           task_path=Case(When(name=TASK_JOB, then=KT("payload__task")), default=None)))
 
@@ -193,7 +193,9 @@ class JobAdmin(_JobModelAdmin):
     @admin.display(description="payload")
     def payload_preview(self, obj: Any) -> str:
         handle = get_job_handle(obj.name)
-        preview = preview_json(obj.payload_head, limit=300, sensitive=bool(handle and handle.sensitive))
+        # The row's flag: this process may never have imported the declaration (SPEC §10).
+        sensitive = bool(obj.sensitive) or bool(handle and handle.sensitive)
+        preview = preview_json(obj.payload_head, limit=300, sensitive=sensitive)
         return format_html('<details class="uj-payload"><summary>{}</summary><code>{}</code></details>',
                            preview[:14] + ("\u2026" if len(preview) > 14 else ""), preview)
 

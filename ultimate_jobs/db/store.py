@@ -42,6 +42,7 @@ class ClaimedJob(NamedTuple):
     priority: int
     concurrency_key: str | None
     traceparent: str | None
+    sensitive: bool = False  # the row's flag: the worker masks by it as by the declaration's (SPEC §10)
 
 
 class Settlement(NamedTuple):
@@ -161,6 +162,7 @@ class JobRow:
     run_at: datetime | None
     concurrency_key: str | None
     traceparent: str | None
+    sensitive: bool = False  # the declaration's sensitive=True, stored on the row (SPEC §10)
     dedupe_key: tuple[str, str, str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

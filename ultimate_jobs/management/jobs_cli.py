@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from ultimate_jobs import clock, ops
 from ultimate_jobs.errors import X_JOB_INPUT_INVALID, JobsError
-from ultimate_jobs.management.render import Screen, clean
+from ultimate_jobs.management.render import Screen, clean, json_text
 from ultimate_jobs.ops.types import BackfillRunInfo
 from ultimate_jobs.registry import get_job_handle
 
@@ -79,7 +79,7 @@ class JobsCLI:
     # -- output --------------------------------------------------------------------------------
 
     def _json(self, data: Any) -> None:
-        self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        self.stdout.write(json_text(data) + "\n")
 
     def _table(self, rows: Sequence[Mapping[str, Any]], columns: tuple[str, ...] | list[str], title: str | None = None,
                empty: str = "(none)") -> None:

@@ -6,8 +6,13 @@ every command the docs show. ``--json`` never comes through here.
 
 Everything printed passes ``clean()`` first: a payload, an error or a task name is data an
 attacker may have written, and C0/C1 control characters (ESC, CSI, BEL, ...) reaching a terminal
-can move the cursor, rewrite the screen or set the window title. They are shown escaped
-(``\\x1b``), never emitted; tab and newline are kept in free text and flattened in table cells.
+can move the cursor, rewrite the screen or set the window title; Unicode's bidirectional
+controls (U+202A-U+202E, U+2066-U+2069, the marks U+200E/U+200F/U+061C) and line separators
+(U+2028/U+2029) can make a job name or an error read as something else. They are shown escaped
+(``\\x1b``, ``\\u202e``), never emitted; tab and newline are kept in free text and flattened in
+table cells. ``rich`` never interprets stored text: no markup (``[bold]``), no emoji codes
+(``:warning:`` prints as typed). ``json_text`` escapes the same characters in ``--json`` output
+(as JSON ``\\uXXXX`` escapes: the same value to a parser, inert on a terminal).
 """
 
 from __future__ import annotations
@@ -20,18 +25,28 @@ from typing import IO, Any
 
 try:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 except ImportError:  # optional: without rich every command prints plain text
     Console = None  # type: ignore[assignment,misc]
 
 MAX_CELL = 200
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CELL_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+# Bidirectional controls and marks, and the Unicode line and paragraph separators.
+_UNICODE_CONTROLS = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + _UNICODE_CONTROLS + "]")
+_CELL_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f" + _UNICODE_CONTROLS + "]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f" + _UNICODE_CONTROLS + "]")  # json.dumps escapes C0 itself
 
 
 def _escaped(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def json_text(data: Any) -> str:
+    """``data`` as indented JSON for ``--json``: non-ASCII kept readable, but C1 controls, bidi
+    controls and line separators written as ``\\uXXXX`` escapes (the same JSON value)."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def clean(text: str, *, cell: bool = False) -> str:
@@ -52,7 +67,9 @@ class Screen:
         self.rich: Any = None
         if Console is not None:
             width = None if stream.isatty() else 160
-            self.rich = Console(file=stream, width=width, highlight=False, soft_wrap=False)
+            # Stored text is data: no markup, no ":emoji:" codes, no highlighting.
+            self.rich = Console(file=stream, width=width, highlight=False, soft_wrap=False, markup=False,
+                                emoji=False)
             # A closed pipe (`jobs stats | head`) is for the command to end (exit 141), as it does
             # without rich; rich's own answer is exit 1, which the commands use for a refusal.
             self.rich.on_broken_pipe = _reader_gone
@@ -61,7 +78,7 @@ class Screen:
         """One line of text, controls escaped; never interpreted as ``rich`` markup."""
         line = clean(str(text))
         if self.rich is not None:
-            self.rich.print(line, markup=False)
+            self.rich.print(Text(line))
         else:
             self.stream.write(line + "\n")
 
@@ -77,7 +94,7 @@ class Screen:
         if self.rich is not None:
             table = Table(*columns)
             for line in cells:
-                table.add_row(*(escape(c) for c in line))
+                table.add_row(*(Text(c) for c in line))
             self.rich.print(table)
             return
         widths = [max(len(c), *(len(line[i]) for line in cells)) for i, c in enumerate(columns)]

@@ -29,7 +29,7 @@ def copy_states(apps, schema_editor):  # type: ignore[no-untyped-def]
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ultimate_jobs', '0013_write_path'),
+        ('ultimate_jobs', '0014_job_sensitive'),
     ]
 
     operations = [

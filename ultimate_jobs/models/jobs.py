@@ -64,6 +64,10 @@ class Job(models.Model):
     error_code = models.CharField(max_length=64, null=True, blank=True)
     stop_reason = models.CharField(max_length=32, null=True, blank=True)
     traceparent = models.CharField(max_length=64, null=True, blank=True)
+    # The declaration's sensitive=True, stored so a process that never imported it (ops, the admin,
+    # the CLI, another worker) still masks the row (SPEC §10). db_default: a metadata-only column
+    # on PostgreSQL (0014_job_sensitive), and old rows read false.
+    sensitive = models.BooleanField(default=False, db_default=False)
     # One entry per settled attempt (worker, start, end, outcome, redacted error), newest last and
     # bounded: django.tasks' per-attempt ``errors``/``worker_ids`` and the admin's timeline read it.
     # db_default: the stores' raw INSERTs do not name the column.

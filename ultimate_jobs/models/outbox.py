@@ -32,6 +32,7 @@ class OutboxEntry(models.Model):
     run_at = models.DateTimeField()
     concurrency_key = models.CharField(max_length=200, null=True, blank=True)
     traceparent = models.CharField(max_length=64, null=True, blank=True)
+    sensitive = models.BooleanField(default=False, db_default=False)  # carried to the job row (Job.sensitive)
     claimed_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.CharField(max_length=200, null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)

@@ -37,7 +37,7 @@ MAX_PAGE = 200
 STAGED = "staged"  # list_jobs(state=...): an enqueue staged in the outbox, not a job row yet
 _STAGED_FIELDS = (
     "id", "run_id", "name", "queue", "priority", "payload", "idempotency_key", "tenant_id", "enqueued_by",
-    "max_attempts", "run_at", "concurrency_key", "staged_at", "published_at", "job_id",
+    "max_attempts", "run_at", "concurrency_key", "staged_at", "published_at", "job_id", "sensitive",
 )
 
 

@@ -35,6 +35,7 @@ ROW_FIELDS = (
     "id", "run_id", "name", "queue", "priority", "state", "payload", "idempotency_key", "tenant_id",
     "enqueued_by", "attempt", "max_attempts", "run_at", "visible_at", "claimed_by", "concurrency_key", "progress",
     "result", "last_error", "error_code", "stop_reason", "created_at", "started_at", "finished_at", "updated_at",
+    "sensitive",
 )
 LIST_FIELDS = tuple(f for f in ROW_FIELDS if f not in ("result",))
 
@@ -113,7 +114,8 @@ def task_path(name: str, payload: object) -> str | None:
 def shape(row: Mapping[str, Any]) -> dict[str, Any]:
     """A job row as ops answers it: plain values, redacted payload, result and error."""
     handle = get_job_handle(row["name"])
-    sensitive = bool(handle and handle.sensitive)
+    # The row's own flag first: this process may never have imported the declaration (SPEC §10).
+    sensitive = bool(row.get("sensitive")) or bool(handle and handle.sensitive)
     out = {key: plain(value) for key, value in row.items()}
     out["payload"] = redact(out.get("payload"), sensitive=sensitive)
     if "result" in out:

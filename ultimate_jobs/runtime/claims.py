@@ -24,6 +24,7 @@ Logged events: ``jobs.worker.tick-failed``, ``jobs.worker.shed``, ``jobs.claim.r
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -225,6 +226,11 @@ class Claims:
     def _start(self, claimed: ClaimedJob) -> Attempt:
         handle = get_job_handle(claimed.name)
         assert handle is not None  # the claim asked only for registered names
+        if claimed.sensitive and not handle.sensitive:
+            # The row says sensitive (it was enqueued under a declaration that said so): this run's
+            # stored errors, step errors, spans and logs are masked as the declaration's would be.
+            handle = copy.copy(handle)
+            handle.sensitive = True
         attempt = Attempt(claimed=claimed, handle=handle)
         self.holdings.attempts[claimed.id] = attempt
         if handle.is_async:

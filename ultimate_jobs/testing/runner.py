@@ -44,7 +44,7 @@ from ultimate_jobs.runtime.execute_async import run_attempt_async
 from ultimate_jobs.runtime.settling import Settler
 
 _CLAIMED_FIELDS = ("id", "run_id", "name", "queue", "payload", "attempt", "max_attempts", "claim", "tenant_id",
-                   "enqueued_by", "priority", "concurrency_key", "traceparent")
+                   "enqueued_by", "priority", "concurrency_key", "traceparent", "sensitive")
 WATCH_INTERVAL = 0.01
 
 

@@ -4,6 +4,7 @@ backport's backend tests), run by a real worker: enqueue, results, status, error
 from __future__ import annotations
 
 import asyncio
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from tests.integration.contrib_tasks.conftest import drain
 from tests.support import django_tasks as tasks
-from ultimate_jobs import ops
+from ultimate_jobs import JobsError, ops
 from ultimate_jobs.contrib.tasks import UltimateJobsBackend
 from ultimate_jobs.contrib.tasks.framework import (
     InvalidTaskError,
@@ -237,6 +238,40 @@ def test_a_row_naming_something_that_is_not_a_task_never_calls_it() -> None:
     row = Job.objects.get(id=result.id)
     assert row.state == "dead" and "does not point to a Task" in row.last_error
     assert row.last_error.strip().splitlines()[-1].startswith("django.core.exceptions.SuspiciousOperation")
+
+
+@pytest.mark.parametrize("path", ["tests.support.import_side_effect.not_a_task", "tests.support.import_side_effect",
+                                  "tests.support.import_side_effect.missing"])
+def test_a_row_naming_a_module_outside_the_project_never_imports_it(path: str, tmp_path, monkeypatch) -> None:
+    marker = tmp_path / "imported"
+    monkeypatch.setenv("UJ_IMPORT_SIDE_EFFECT", str(marker))
+    assert "tests.support.import_side_effect" not in sys.modules
+    result = tasks.record.enqueue("planted")
+    job = Job.objects.get(id=result.id)
+    assert job.payload["task_sig"]  # the backend signs what it writes; the planted path keeps the old signature
+    job.payload = {**job.payload, "task": path, "args": []}
+    job.save(update_fields=["payload"])
+    drain(worker_id="w-guard")
+    row = Job.objects.get(id=result.id)
+    assert not marker.exists() and "tests.support.import_side_effect" not in sys.modules
+    assert (row.state, row.error_code) == ("dead", "X_TASK_PATH_REFUSED"), row.last_error
+    assert tasks.CALLS == []
+    with pytest.raises(JobsError) as refused:
+        tasks.record.get_result(result.id)
+    assert refused.value.code == "X_TASK_PATH_REFUSED" and not marker.exists()
+
+
+def test_only_the_paths_own_signature_lets_a_module_outside_the_apps_be_imported() -> None:
+    from ultimate_jobs.contrib.tasks.declared import load_task, sign_path
+
+    path = "tests.support.import_side_effect.not_a_task"
+    assert "tests.support.import_side_effect" not in sys.modules
+    with pytest.raises(JobsError):
+        load_task(path, sign_path("tests.support.django_tasks.record"))  # another path's signature
+    assert "tests.support.import_side_effect" not in sys.modules
+    with pytest.raises(Exception, match="does not point to a Task"):  # signed: imported, then checked
+        load_task(path, sign_path(path))
+    sys.modules.pop("tests.support.import_side_effect", None)
 
 
 def test_a_worker_runs_only_the_queues_it_was_given(make_worker) -> None:

@@ -20,7 +20,7 @@ from django.utils.module_loading import import_string
 
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.contrib.tasks import results
-from ultimate_jobs.contrib.tasks.declared import retry_for
+from ultimate_jobs.contrib.tasks.declared import retry_for, sign_path
 from ultimate_jobs.contrib.tasks.framework import (
     BaseTaskBackend,
     Task,
@@ -73,7 +73,9 @@ class UltimateJobsBackend(BaseTaskBackend):  # type: ignore[misc,valid-type,unus
         self.validate_task(task)
         args_json, kwargs_json = _round_trip(list(args)), _round_trip(dict(kwargs))
         key = self.key(task, args_json, kwargs_json) if self.key is not None else None
-        payload = {"task": task.module_path, "args": args_json, "kwargs": kwargs_json, "backend": self.alias,
+        # task_sig: the worker imports a path outside the installed apps only with it (declared.load_task).
+        payload = {"task": task.module_path, "task_sig": sign_path(task.module_path), "args": args_json,
+                   "kwargs": kwargs_json, "backend": self.alias,
                    "key": str(key) if key is not None else str(uuid7()), "priority": task.priority,
                    "run_after": task.run_after.isoformat() if task.run_after is not None else None,
                    "enqueued_at": timezone.now().isoformat()}

@@ -183,7 +183,7 @@ def _as_enqueued(task: Any, priority: int, queue: str) -> Any:
 
 
 def _task(payload: dict[str, Any], row: dict[str, Any]) -> Any:
-    task = load_task(payload["task"])
+    task = load_task(payload["task"], payload.get("task_sig"))
     run_after = payload.get("run_after")
     return task.using(priority=payload.get("priority", 0), queue_name=row["queue"],
                       run_after=_when(run_after) if run_after else None, backend=payload["backend"])

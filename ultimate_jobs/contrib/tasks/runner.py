@@ -54,7 +54,8 @@ _SystemExit.__module__ = "builtins"
 
 @job(name=TASK_JOB, idempotency_key=_key, tenant=NO_TENANT, retry=_UNCAPPED)
 def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, Any], backend: str,
-             key: str, priority: int = 0, run_after: str | None = None, enqueued_at: str | None = None) -> Any:
+             key: str, priority: int = 0, run_after: str | None = None, enqueued_at: str | None = None,
+             task_sig: str | None = None) -> Any:
     """Run one Django task: import it, build its ``TaskResult`` and ``TaskContext``, send the
     framework's signals, call it, and answer its return value (JSON-normalized, as Django does)."""
     from ultimate_jobs.contrib.tasks import results
@@ -68,7 +69,7 @@ def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, A
     )
 
     backend_object = task_backends[backend]
-    task_object = load_task(task)
+    task_object = load_task(task, task_sig)  # a path not signed by the backend is never imported
     result = results.running(ctx, task_object, args=args, kwargs=kwargs, backend=backend, priority=priority,
                              enqueued_at=enqueued_at)
     sender = type(backend_object)

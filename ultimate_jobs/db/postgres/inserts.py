@@ -48,9 +48,9 @@ _JOB_ROWS_ARRAYS: LiteralString = """unnest(%(id)b::uuid[], %(run_id)b::uuid[], 
                      %(priority)b::int[], %(payload)b::text[], %(idempotency_key)b::text[],
                      %(tenant_id)b::text[], %(enqueued_by)b::text[], %(max_attempts)b::int[],
                      %(delay)b::float8[], %(run_at)b::timestamptz[], %(concurrency_key)b::text[],
-                     %(traceparent)b::text[])
+                     %(traceparent)b::text[], %(sensitive)b::bool[])
            AS v(id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by,
-                max_attempts, delay, run_at, concurrency_key, traceparent)"""
+                max_attempts, delay, run_at, concurrency_key, traceparent, sensitive)"""
 
 JOB_INSERT_MANY: LiteralString = """
 -- Insert validated rows; a row whose live key is held already is skipped: that is the dedupe.
@@ -60,13 +60,13 @@ WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 ins AS (
     INSERT INTO ultimate_jobs_job AS j (
         id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
-        attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+        attempt, max_attempts, run_at, concurrency_key, traceparent, sensitive, created_at, updated_at)
     SELECT v.id, v.run_id, v.name, v.queue, v.priority,
            CASE WHEN coalesce(v.run_at, t.now + v.delay * interval '1 second') > t.now
                 THEN 'delayed' ELSE 'ready' END,
            v.payload::jsonb, v.idempotency_key, v.tenant_id, v.enqueued_by, 0, v.max_attempts,
            coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent,
-           t.now, t.now
+           v.sensitive, t.now, t.now
       FROM t, """ + _JOB_ROWS_ARRAYS + """
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
        WHERE state IN """ + LIVE + """ DO NOTHING
@@ -86,11 +86,11 @@ JOB_INSERT_ONE: LiteralString = """
 -- enqueue returns no row and wakes nobody), at commit, and only when %(notify)s says one is due.
 INSERT INTO ultimate_jobs_job AS j (
     id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
-    attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+    attempt, max_attempts, run_at, concurrency_key, traceparent, sensitive, created_at, updated_at)
 VALUES (%(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s,
         CASE WHEN """ + _RUN_AT + " > " + _NOW + """ THEN 'delayed' ELSE 'ready' END,
         %(payload)s::jsonb, %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s,
-        """ + _RUN_AT + """, %(concurrency_key)s, %(traceparent)s, """ + _NOW + ", " + _NOW + """)
+        """ + _RUN_AT + """, %(concurrency_key)s, %(traceparent)s, %(sensitive)s, """ + _NOW + ", " + _NOW + """)
 ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
    WHERE state IN """ + LIVE + """ DO NOTHING
 RETURNING j.id, CASE WHEN %(notify)s::boolean THEN pg_notify('""" + JOBS_CHANNEL + """', j.queue)::text END
@@ -122,9 +122,9 @@ SELECT NULL, j.id, j.run_id, j.name, coalesce(j.tenant_id, ''), j.idempotency_ke
 # defaults (attempts: [], the lease and result columns: NULL).
 COPY_COLUMNS: tuple[LiteralString, ...] = (
     "id", "run_id", "name", "queue", "priority", "state", "payload", "idempotency_key", "tenant_id", "enqueued_by",
-    "attempt", "max_attempts", "run_at", "concurrency_key", "traceparent", "created_at", "updated_at")
+    "attempt", "max_attempts", "run_at", "concurrency_key", "traceparent", "sensitive", "created_at", "updated_at")
 COPY_TYPES = ("uuid", "uuid", "varchar", "varchar", "int4", "varchar", "jsonb", "text", "varchar", "varchar", "int4",
-              "int4", "timestamptz", "varchar", "varchar", "timestamptz", "timestamptz")
+              "int4", "timestamptz", "varchar", "varchar", "bool", "timestamptz", "timestamptz")
 JOB_COPY: LiteralString = ("COPY ultimate_jobs_job (" + ", ".join(COPY_COLUMNS) + ") FROM STDIN (FORMAT BINARY)")
 
 JOB_COPY_WAKE: LiteralString = """
@@ -141,7 +141,7 @@ def row_columns(rows: Sequence[JobRow]) -> dict[str, list[Any]]:
         "tenant_id": [r.tenant_id for r in rows], "enqueued_by": [r.enqueued_by for r in rows],
         "max_attempts": [r.max_attempts for r in rows], "delay": [r.delay for r in rows],
         "run_at": [r.run_at for r in rows], "concurrency_key": [r.concurrency_key for r in rows],
-        "traceparent": [r.traceparent for r in rows],
+        "traceparent": [r.traceparent for r in rows], "sensitive": [r.sensitive for r in rows],
     }
 
 
@@ -150,7 +150,7 @@ def row_params(row: JobRow) -> dict[str, Any]:
         "id": row.id, "run_id": row.run_id, "name": row.name, "queue": row.queue, "priority": row.priority,
         "payload": row.payload, "idempotency_key": row.idempotency_key, "tenant_id": row.tenant_id,
         "enqueued_by": row.enqueued_by, "max_attempts": row.max_attempts, "delay": row.delay, "run_at": row.run_at,
-        "concurrency_key": row.concurrency_key, "traceparent": row.traceparent,
+        "concurrency_key": row.concurrency_key, "traceparent": row.traceparent, "sensitive": row.sensitive,
     }
 
 
@@ -270,7 +270,7 @@ class InsertStatements(PostgresConnection):
                                         r.id, r.run_id, r.name, r.queue, r.priority,
                                         "delayed" if run_at > clock else "ready", r.payload, r.idempotency_key,
                                         r.tenant_id, r.enqueued_by, 0, r.max_attempts, run_at, r.concurrency_key,
-                                        r.traceparent, clock, clock))
+                                        r.traceparent, r.sensitive, clock, clock))
                         queues = sorted({r.queue for r in fresh} & set(notify))
                         with conn.pipeline():
                             if queues:

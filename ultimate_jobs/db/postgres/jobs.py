@@ -84,7 +84,7 @@ UPDATE ultimate_jobs_job AS j
   FROM picked, t
  WHERE j.id = picked.id
 RETURNING j.id, j.run_id, j.name, j.queue, j.payload::text, j.attempt, j.max_attempts, j.claim,
-          j.tenant_id, j.enqueued_by, j.priority, j.concurrency_key, j.traceparent
+          j.tenant_id, j.enqueued_by, j.priority, j.concurrency_key, j.traceparent, j.sensitive
 """
 
 CLAIM_ONLY_COMMIT: LiteralString = "SET LOCAL synchronous_commit TO off"

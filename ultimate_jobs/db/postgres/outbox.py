@@ -26,10 +26,11 @@ WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now, pg_current_xact_
 staged AS (
     INSERT INTO ultimate_jobs_outboxentry (
         id, txid, staged_at, run_id, name, queue, priority, payload, idempotency_key, tenant_id,
-        enqueued_by, max_attempts, run_at, concurrency_key, traceparent)
+        enqueued_by, max_attempts, run_at, concurrency_key, traceparent, sensitive)
     SELECT v.id, t.txid, t.now, v.run_id, v.name, v.queue, v.priority, v.payload, v.idempotency_key,
            v.tenant_id, v.enqueued_by, v.max_attempts,
-           coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent
+           coalesce(v.run_at, t.now + v.delay * interval '1 second'), v.concurrency_key, v.traceparent,
+           v.sensitive
       FROM t, """ + _JOB_ROWS_ARRAYS + """)
 SELECT count(pg_notify('""" + OUTBOX_CHANNEL + """', q.queue)) FROM unnest(%(notify)b::text[]) AS q(queue)
 """
@@ -41,11 +42,11 @@ WITH t AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now, pg_current_xact_
 staged AS (
     INSERT INTO ultimate_jobs_outboxentry (
         id, txid, staged_at, run_id, name, queue, priority, payload, idempotency_key, tenant_id,
-        enqueued_by, max_attempts, run_at, concurrency_key, traceparent)
+        enqueued_by, max_attempts, run_at, concurrency_key, traceparent, sensitive)
     SELECT %(id)s, t.txid, t.now, %(run_id)s, %(name)s, %(queue)s, %(priority)s, %(payload)s,
            %(idempotency_key)s, %(tenant_id)s, %(enqueued_by)s, %(max_attempts)s,
            coalesce(%(run_at)s::timestamptz, t.now + %(delay)s * interval '1 second'), %(concurrency_key)s,
-           %(traceparent)s
+           %(traceparent)s, %(sensitive)s
       FROM t)
 SELECT count(pg_notify('""" + OUTBOX_CHANNEL + """', %(queue)s)) FROM t WHERE %(notify)s
 """
@@ -93,9 +94,9 @@ claimed AS (
       FROM l
      WHERE o.id = ANY(ARRAY(SELECT kept.id FROM kept WHERE kept.ok))
     RETURNING o.id, o.run_id, o.name, o.queue, o.priority, o.payload, o.idempotency_key, o.tenant_id,
-              o.enqueued_by, o.max_attempts, o.run_at, o.concurrency_key, o.traceparent, o.staged_at)
+              o.enqueued_by, o.max_attempts, o.run_at, o.concurrency_key, o.traceparent, o.sensitive, o.staged_at)
 SELECT id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by, max_attempts,
-       run_at, concurrency_key, traceparent
+       run_at, concurrency_key, traceparent, sensitive
   FROM claimed
  ORDER BY staged_at, id
 """

@@ -28,7 +28,7 @@ from ultimate_jobs.errors import X_LEASE_LAPSED
 from ultimate_jobs.states import TERMINAL_STATES
 
 JOB_INSERT_ROW: LiteralString = (
-    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, %s)"
+    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, %s, %s)"
 )
 
 JOB_INSERT_MANY: LiteralString = """
@@ -36,7 +36,7 @@ JOB_INSERT_MANY: LiteralString = """
 -- The conflict target repeats the live-key index exactly, expressions and predicate.
 INSERT INTO ultimate_jobs_job (
     id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id, enqueued_by,
-    attempt, max_attempts, run_at, concurrency_key, traceparent, created_at, updated_at)
+    attempt, max_attempts, run_at, concurrency_key, traceparent, sensitive, created_at, updated_at)
 VALUES {rows}
 ON CONFLICT (name, COALESCE(tenant_id, ''), idempotency_key)
    WHERE state IN """ + LIVE + """ DO NOTHING
@@ -64,7 +64,7 @@ UPDATE ultimate_jobs_job
      ORDER BY priority, run_at, id
      LIMIT %s)
 RETURNING id, run_id, name, queue, payload, attempt, max_attempts, claim, tenant_id, enqueued_by,
-          priority, concurrency_key, traceparent
+          priority, concurrency_key, traceparent, sensitive
 """
 
 # One entry of a row's attempt history (Job.attempts), appended by the statement that settles the
@@ -160,7 +160,8 @@ class JobStatements(SqliteConnection):
             run_at = r.run_at if r.run_at is not None else when + timedelta(seconds=r.delay)
             params += [r.id.hex, r.run_id.hex, r.name, r.queue, r.priority,
                        "delayed" if run_at > when else "ready", r.payload, r.idempotency_key, r.tenant_id,
-                       r.enqueued_by, r.max_attempts, ts(run_at), r.concurrency_key, r.traceparent, stamp, stamp]
+                       r.enqueued_by, r.max_attempts, ts(run_at), r.concurrency_key, r.traceparent, r.sensitive,
+                       stamp, stamp]
         answers: dict[tuple[str, str, str], Inserted] = {}
         with self._atomic(), self._cursor() as cursor:
             cursor.execute(JOB_INSERT_MANY.format(rows=", ".join([JOB_INSERT_ROW] * len(rows))), params)
@@ -189,7 +190,7 @@ class JobStatements(SqliteConnection):
             cursor.execute(sql, params)
             rows = named_rows(cursor)
         claimed = [ClaimedJob(**{**r, "id": as_uuid(r["id"]), "run_id": as_uuid(r["run_id"]),
-                                 "claim": as_uuid(r["claim"])}) for r in rows]
+                                 "claim": as_uuid(r["claim"]), "sensitive": bool(r["sensitive"])}) for r in rows]
         claimed.sort(key=lambda c: c.priority)
         return claimed
 

@@ -13,7 +13,7 @@ from ultimate_jobs.db.store import (
     JobRow,
 )
 
-OUTBOX_STAGE_ROW: LiteralString = "(%s, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+OUTBOX_STAGE_ROW: LiteralString = "(%s, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 OUTBOX_STAGE_MANY: LiteralString = """
 -- Stage validated enqueues in the caller's transaction: its commit is the enqueue, its rollback
@@ -21,7 +21,7 @@ OUTBOX_STAGE_MANY: LiteralString = """
 -- stays NULL: SQLite names no transaction, so all rows form one group, published in one order.
 INSERT INTO ultimate_jobs_outboxentry (
     id, txid, staged_at, run_id, name, queue, priority, payload, idempotency_key, tenant_id,
-    enqueued_by, max_attempts, run_at, concurrency_key, traceparent)
+    enqueued_by, max_attempts, run_at, concurrency_key, traceparent, sensitive)
 VALUES {rows}
 """
 
@@ -42,7 +42,7 @@ UPDATE ultimate_jobs_outboxentry
      ORDER BY o.staged_at, o.id
      LIMIT %s)
 RETURNING id, run_id, name, queue, priority, payload, idempotency_key, tenant_id, enqueued_by, max_attempts,
-          run_at, concurrency_key, traceparent, staged_at
+          run_at, concurrency_key, traceparent, sensitive, staged_at
 """
 
 OUTBOX_MARK_PUBLISHED: LiteralString = """
@@ -86,7 +86,7 @@ class OutboxStatements(SqliteConnection):
             run_at = r.run_at if r.run_at is not None else when + timedelta(seconds=r.delay)
             params += [r.id.hex, stamp, r.run_id.hex, r.name, r.queue, r.priority, r.payload,
                        r.idempotency_key, r.tenant_id, r.enqueued_by, r.max_attempts, ts(run_at),
-                       r.concurrency_key, r.traceparent]
+                       r.concurrency_key, r.traceparent, r.sensitive]
         with self._cursor() as cursor:
             cursor.execute(OUTBOX_STAGE_MANY.format(rows=", ".join([OUTBOX_STAGE_ROW] * len(rows))), params)
 
@@ -98,8 +98,8 @@ class OutboxStatements(SqliteConnection):
             cursor.execute(OUTBOX_CLAIM, [ts(when), relay_id, lapsed, lapsed, limit])
             rows = named_rows(cursor)
         rows.sort(key=lambda r: (r.pop("staged_at"), r["id"]))  # the text forms sort like the values
-        return [JobRow(**{**r, "id": as_uuid(r["id"]), "run_id": as_uuid(r["run_id"]), "run_at": aware(r["run_at"])},
-                       delay=0.0) for r in rows]
+        return [JobRow(**{**r, "id": as_uuid(r["id"]), "run_id": as_uuid(r["run_id"]), "run_at": aware(r["run_at"]),
+                          "sensitive": bool(r["sensitive"])}, delay=0.0) for r in rows]
 
     def outbox_mark_published(self, *, published: Sequence[tuple[UUID, UUID]], relay_id: str,
                               now: datetime | None) -> set[UUID]:
