@@ -271,7 +271,10 @@ def test_only_the_paths_own_signature_lets_a_module_outside_the_apps_be_imported
     assert "tests.support.import_side_effect" not in sys.modules
     with pytest.raises(Exception, match="does not point to a Task"):  # signed: imported, then checked
         load_task(path, sign_path(path))
+    # Forgotten whole: the import also bound the module on its package, where a later lookup of
+    # the bare module path would find it without importing anything.
     sys.modules.pop("tests.support.import_side_effect", None)
+    vars(sys.modules["tests.support"]).pop("import_side_effect", None)
 
 
 def test_a_worker_runs_only_the_queues_it_was_given(make_worker) -> None:
