@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.error_codes",  # --error-codes-report
     "tests.support.routing",  # routed, routed_env
     "tests.support.http_receiver",  # receiver
+    "tests.support.pgbouncer",  # pgbouncer, pgbouncer_session
 ]
 
 

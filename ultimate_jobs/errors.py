@@ -314,6 +314,32 @@ X_SUBJECT_ERASE_INCOMPLETE = register(
     "anonymize that field), or retain it with a reason."
 )
 
+X_DB_PREPARED_STATEMENTS = register(
+    "X_DB_PREPARED_STATEMENTS", 'Behind a transaction-mode pooler (PgBouncer before 1.21, Supavisor, RDS Proxy) set '
+    'DATABASES[alias]["OPTIONS"] = {"prepare_threshold": None}: the pooler cannot keep a prepared statement.'
+)
+
+# SQLSTATEs a transaction-mode pooler answers when a prepared statement lands on another server
+# session: duplicate_prepared_statement ("... already exists") and invalid_sql_statement_name
+# ("... does not exist").
+PREPARED_STATEMENT_STATES = frozenset({"42P05", "26000"})
+
+
+def db_error_code(exc: BaseException) -> str | None:
+    """The code of a database error whose cause is known and has a fix (the error or what it was
+    raised from), else None: ``X_DB_PREPARED_STATEMENTS`` for a pooler's prepared-statement error."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # Django's wrapper, the driver's error, and at most a few more
+        if seen is None:
+            break
+        if getattr(seen, "sqlstate", None) in PREPARED_STATEMENT_STATES:
+            return X_DB_PREPARED_STATEMENTS
+        text = str(seen)
+        if 'prepared statement "' in text and ("does not exist" in text or "already exists" in text):
+            return X_DB_PREPARED_STATEMENTS
+        seen = seen.__cause__ or seen.__context__
+    return None
+
 
 class JobsError(Exception):
     """A refusal or failure with a code, a cause and a one-line fix."""

@@ -52,7 +52,7 @@ from ultimate_jobs.db import OUTBOX_CHANNEL, JobRow, close_connection, store_for
 from ultimate_jobs.db.routing import alias_for_queue, group_queues
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
-from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError, db_error_code
 from ultimate_jobs.models import Job
 from ultimate_jobs.service_loop import LoopedService, ServiceLoop, Stoppable
 
@@ -119,6 +119,9 @@ class Relay(LoopedService):
             self._release([r.id for r in batch])
             raise
         except DatabaseError as exc:
+            if db_error_code(exc):  # a setup error (a pooler's prepared statements), not a poison row
+                self._release([r.id for r in batch])
+                raise
             log.warning("jobs.outbox.batch-failed relay=%s rows=%s error=%r: publishing row by row",
                         self.relay_id, len(batch), exc)
             return self._publish_one_by_one(batch)
@@ -174,6 +177,9 @@ class Relay(LoopedService):
                 self._release([r.id for r in batch[index:]])
                 raise
             except DatabaseError as exc:
+                if db_error_code(exc):
+                    self._release([r.id for r in batch[index:]])
+                    raise
                 self.stats["failed"] += 1
                 # The poison row keeps its claim, so it is retried after CLAIM_LEASE and not every
                 # pass; the claim also holds back the rows staged after it in its transaction.
@@ -259,7 +265,8 @@ class Relay(LoopedService):
 
     def _tick_failed(self, exc: Exception, delay: float) -> None:
         # A relay outlives a bad pass; its rows wait for the next one.
-        log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id, exc, delay)
+        if not self._loop.classified(exc, role=f"relay {self.relay_id}", alias=self.alias):
+            log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id, exc, delay)
         close_connection(self.alias)
 
     def _listen(self) -> Stoppable | None:
