@@ -31,6 +31,7 @@ UNLISTEN_ALL: LiteralString = "UNLISTEN *"
 UNLISTEN_AND_PID: LiteralString = "UNLISTEN *; SELECT pg_backend_pid()"
 NOTIFY: LiteralString = "SELECT pg_notify(%s, %s)"
 DEALLOCATE_ALL: LiteralString = "DEALLOCATE ALL"
+ONLY_WHEN_ASKED = 2**31 - 1  # a prepare_threshold no statement reaches by being run often
 PIN_TRIES = 8  # fresh clients held in a transaction while looking for one server session
 PROBE_TRIES = 4
 
@@ -105,8 +106,6 @@ def _problem(alias: str, exc: BaseException) -> str:
 
 
 def _prove_prepared(alias: str) -> str | None:
-    from ultimate_jobs.db.postgres.connection import ONLY_WHEN_ASKED
-
     with dial(alias) as conn:
         conn.prepare_threshold = ONLY_WHEN_ASKED
         first = _prepared_pid(conn)

@@ -10,8 +10,7 @@ from typing import Any
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db.listen import Listener
 from ultimate_jobs.db.routing import listen_alias
-
-ONLY_WHEN_ASKED = 2**31 - 1  # a prepare_threshold no statement reaches by being run often
+from ultimate_jobs.db.sessions import ONLY_WHEN_ASKED
 
 
 class PostgresConnection:
