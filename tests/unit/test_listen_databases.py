@@ -12,7 +12,7 @@ from django.test import override_settings
 from tests.settings import BACKEND
 from ultimate_jobs.checks import check_settings
 from ultimate_jobs.conf import get_settings
-from ultimate_jobs.errors import X_CONFIG_INVALID, X_DB_PREPARED_STATEMENTS, CODES, JobsError, db_error_code
+from ultimate_jobs.errors import CODES, X_CONFIG_INVALID, X_DB_PREPARED_STATEMENTS, JobsError, db_error_code
 
 
 def _check(**jobs: object) -> list:

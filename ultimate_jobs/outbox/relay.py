@@ -91,6 +91,7 @@ class Relay(LoopedService):
         self.claimed_last = 0
         self._loop = ServiceLoop(burst=burst, on_signal=lambda signum: self.stop(), on_second_signal=self._killed)
         self._idle = self.poll_interval
+        self._listener: Stoppable | None = None
         self._last_purge = -PURGE_EVERY
 
     # -- one pass -----------------------------------------------------------------------------
@@ -260,7 +261,9 @@ class Relay(LoopedService):
             return 0.0  # claim again at once: more may be waiting behind this batch
         # POLL_INTERVAL right after activity (a staged row whose wake the per-process throttle
         # dropped waits at most that long), then doubling up to IDLE_POLL_MAX.
-        wait, self._idle = self._idle, min(self._idle * 2, self.idle_poll_max)
+        # While the wake is unproven (jobs.wake.unverified), no doubling: nothing else will wake it.
+        unverified = bool(getattr(self._listener, "unverified", False))
+        wait, self._idle = self._idle, self.poll_interval if unverified else min(self._idle * 2, self.idle_poll_max)
         return self._loop.idle(wait)
 
     def _tick_failed(self, exc: Exception, delay: float) -> None:
@@ -270,7 +273,8 @@ class Relay(LoopedService):
         close_connection(self.alias)
 
     def _listen(self) -> Stoppable | None:
-        return None if self.burst else self.store.listen(channel=OUTBOX_CHANNEL, on_wake=self.wake)
+        self._listener = None if self.burst else self.store.listen(channel=OUTBOX_CHANNEL, on_wake=self.wake)
+        return self._listener
 
     def run(self, *, install_signals: bool = True) -> dict[str, int]:
         """Publish until stopped (or, with ``burst``, until a pass claims nothing); answer the counts."""
