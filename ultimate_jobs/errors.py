@@ -321,7 +321,8 @@ X_DB_PREPARED_STATEMENTS = register(
 
 # SQLSTATEs a transaction-mode pooler answers when a prepared statement lands on another server
 # session: duplicate_prepared_statement ("... already exists") and invalid_sql_statement_name
-# ("... does not exist").
+# ("... does not exist"). The store's statement names are its connection's own (psycopg's
+# _pg3_N), so a clash between them means another client's session.
 PREPARED_STATEMENT_STATES = frozenset({"42P05", "26000"})
 
 
@@ -334,11 +335,20 @@ def db_error_code(exc: BaseException) -> str | None:
             break
         if getattr(seen, "sqlstate", None) in PREPARED_STATEMENT_STATES:
             return X_DB_PREPARED_STATEMENTS
-        text = str(seen)
-        if 'prepared statement "' in text and ("does not exist" in text or "already exists" in text):
+        # The text covers what has no SQLSTATE of its own: a Bind to a statement of the same name
+        # another client prepared on that server session ("bind message supplies 13 parameters, but
+        # prepared statement "_pg3_0" requires 7", a protocol violation, 08P01).
+        if 'prepared statement "' in str(seen):
             return X_DB_PREPARED_STATEMENTS
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def db_error_note(exc: BaseException) -> str:
+    """`` code=X_... fix: ...`` for a database error ``db_error_code`` knows, else "": what a
+    warning about a failed statement appends, so the log names the cause wherever it shows."""
+    code = db_error_code(exc)
+    return f" code={code} fix: {CODES[code]}" if code else ""
 
 
 class JobsError(Exception):

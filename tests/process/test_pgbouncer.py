@@ -150,7 +150,8 @@ def test_every_feature_runs_behind_a_transaction_pooler_and_the_unheard_wake_pol
 def test_prepared_statements_through_a_transaction_pooler_are_named_and_leave_no_session_state(
         pgbouncer, worker_process) -> None:
     env = pooler_env(pgbouncer, JOBS_TEST_POOLER_PREPARE="1")
-    worker = wait_started(worker_process("--concurrency", "2", env=env))
+    # A short drain: settles keep failing on this setup, so SIGTERM would wait out the default 25s.
+    worker = wait_started(worker_process("--concurrency", "2", "--drain-timeout", "2s", env=env))
     for n in range(20):
         record.enqueue(key=f"prep-{n}")
     line = wait_log(worker, "X_DB_PREPARED_STATEMENTS", timeout=TIMEOUT)
@@ -163,8 +164,11 @@ def test_prepared_statements_through_a_transaction_pooler_are_named_and_leave_no
     assert "prepare_threshold" in checks["prepared-statements"]["detail"]
     stop(worker)
     text = log_text(worker)
-    # Once per streak of failed passes, never as an unexplained tick failure.
-    assert not [ln for ln in text.splitlines() if "tick-failed" in ln and "prepared statement" in ln]
+    # Once per streak of failed passes, never as an unexplained failure, and never taken for a value
+    # the database refused (which would settle a job as failed): the jobs settle once the error clears.
+    assert not [ln for ln in text.splitlines() if "prepared statement" in ln and "X_DB_PREPARED_STATEMENTS" not in ln]
+    assert set(Job.objects.filter(idempotency_key__startswith="record:prep-").values_list("state", flat=True)) \
+        <= {"ready", "running", "done"}
     assert_no_session_state(pgbouncer)
 
 

@@ -72,6 +72,7 @@ class _DriverError(Exception):
     ('prepared statement "_pg3_0" already exists', "42P05"),
     ('prepared statement "_pg3_0" does not exist', "26000"),
     ('prepared statement "_pg3_3" does not exist', None),  # a driver that keeps only the text
+    ('bind message supplies 13 parameters, but prepared statement "_pg3_0" requires 7', "08P01"),
 ])
 def test_a_poolers_prepared_statement_error_is_classified_through_djangos_wrapper(message: str,
                                                                                   sqlstate: str | None) -> None:

@@ -25,6 +25,8 @@ from typing import Any, LiteralString
 import psycopg
 from django.db import connections
 
+from ultimate_jobs.errors import db_error_code
+
 BACKEND_PID: LiteralString = "SELECT pg_backend_pid()"
 LISTEN_AND_PID: LiteralString = "LISTEN {}; SELECT pg_backend_pid()"  # one simple query: one transaction
 UNLISTEN_ALL: LiteralString = "UNLISTEN *"
@@ -93,11 +95,10 @@ def prepared_statements_problem(alias: str) -> str | None:
         return None
     try:
         return _prove_prepared(alias)
-    except _PREPARED_ERRORS as exc:  # the first statement met one another client left on its session
+    except psycopg.Error as exc:  # the first statement met one another client left on its session
+        if db_error_code(exc) is None:
+            raise
         return _problem(alias, exc)
-
-
-_PREPARED_ERRORS = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
 
 
 def _problem(alias: str, exc: BaseException) -> str:
@@ -116,7 +117,9 @@ def _prove_prepared(alias: str) -> str | None:
                 held = server_pid(holder)  # holds that server session until the end of this block
                 try:
                     again = _prepared_pid(conn)
-                except _PREPARED_ERRORS as exc:
+                except psycopg.Error as exc:
+                    if db_error_code(exc) is None:
+                        raise
                     if held == first:
                         holder.execute(DEALLOCATE_ALL)
                     holder.rollback()
