@@ -15,7 +15,9 @@ that is how a pooler is told from a direct connection without leaving anything o
 Behind a transaction-mode pooler a client's next transaction may run on any of the pool's server
 sessions; the only way to reach one of them again is to hold transactions open on fresh clients
 until one lands there (``run_on_server_session``): PgBouncer hands out its idle server sessions
-last-in first-out, so in a quiet pool the first client gets the session used last.
+last-in first-out, so in a quiet pool the first client gets the session used last. The search ends
+when the pooler opens a new server session for one of them (every idle one was tried); a pool at its
+size limit with every session busy makes the next client wait for one, as any client would.
 """
 
 from __future__ import annotations
@@ -28,13 +30,15 @@ from django.db import connections
 from ultimate_jobs.errors import db_error_code
 
 BACKEND_PID: LiteralString = "SELECT pg_backend_pid()"
+SESSION_STARTED: LiteralString = ("SELECT a.pid, a.backend_start, clock_timestamp() FROM pg_stat_activity AS a "
+                                  "WHERE a.pid = pg_backend_pid()")
 LISTEN_AND_PID: LiteralString = "LISTEN {}; SELECT pg_backend_pid()"  # one simple query: one transaction
 UNLISTEN_ALL: LiteralString = "UNLISTEN *"
 UNLISTEN_AND_PID: LiteralString = "UNLISTEN *; SELECT pg_backend_pid()"
 NOTIFY: LiteralString = "SELECT pg_notify(%s, %s)"
 DEALLOCATE_ALL: LiteralString = "DEALLOCATE ALL"
 ONLY_WHEN_ASKED = 2**31 - 1  # a prepare_threshold no statement reaches by being run often
-PIN_TRIES = 8  # fresh clients held in a transaction while looking for one server session
+PIN_TRIES = 100  # at most this many fresh clients held in a transaction while looking for one server session
 PROBE_TRIES = 4
 
 
@@ -60,17 +64,26 @@ def proxied(conn: psycopg.Connection[Any], pid: int) -> bool:
 
 def run_on_server_session(alias: str, pid: int, statement: LiteralString) -> bool:
     """Run ``statement`` on the server session ``pid`` behind ``alias``'s transaction-mode pooler:
-    fresh clients each hold a transaction (so the pooler hands each another server session) until
-    one lands on ``pid``; answer whether one did within ``PIN_TRIES``."""
+    fresh clients each hold a transaction (so the pooler hands each another of its idle server
+    sessions) until one lands on ``pid``. Answer whether one did: not when the pooler had to open a
+    new server session (every idle one was tried: ``pid`` is busy or gone) or after ``PIN_TRIES``."""
     held: list[psycopg.Connection[Any]] = []
+    search_began = None
     try:
         for _ in range(PIN_TRIES):
             client = dial(alias, autocommit=False)
             held.append(client)
-            if server_pid(client) == pid:
+            row = client.execute(SESSION_STARTED).fetchone()
+            assert row is not None
+            got, started, now = row
+            if got == pid:
                 client.execute(statement)
                 client.commit()
                 return True
+            if search_began is None:
+                search_began = now
+            elif started is not None and started >= search_began:
+                return False
         return False
     finally:
         for client in held:
