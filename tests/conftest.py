@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.support.routing",  # routed, routed_env
     "tests.support.clusters",  # second_cluster
     "tests.support.http_receiver",  # receiver
+    "tests.support.pgbouncer",  # pgbouncer, pgbouncer_session
 ]
 
 

@@ -145,12 +145,25 @@ if BACKEND == "postgres" and os.environ.get("JOBS_TEST_CLUSTER2_NAME"):
     }
 _routes = dict(pair.split("=", 1) for pair in os.environ.get("JOBS_TEST_QUEUE_DATABASES", "").split(",") if pair)
 
+# PgBouncer (tests/support/pgbouncer.py, tests/process/test_pgbouncer.py): a process started with
+# JOBS_TEST_POOLER_PORT (a worker, a `jobs doctor`, a shell that enqueues) runs its "default" through
+# that pooler, with "direct" beside it (for LISTEN_DATABASES); "prepare_threshold": None unless
+# JOBS_TEST_POOLER_PREPARE=1 (psycopg's prepared statements on, as Django opens it by default).
+if BACKEND == "postgres" and _joined and os.environ.get("JOBS_TEST_POOLER_PORT"):
+    DATABASES["direct"] = dict(DATABASES["default"])
+    DATABASES["default"] = {**DATABASES["default"], "PORT": int(os.environ["JOBS_TEST_POOLER_PORT"])}
+    if os.environ.get("JOBS_TEST_POOLER_PREPARE") != "1":
+        DATABASES["default"]["OPTIONS"] = {"prepare_threshold": None}
+_listen = dict(pair.split("=", 1) for pair in os.environ.get("JOBS_TEST_LISTEN_DATABASES", "").split(",") if pair)
+
 ULTIMATE_JOBS = {
     **({"QUEUE_DATABASES": _routes} if _routes else {}),
     "VISIBILITY_TIMEOUT": os.environ.get("JOBS_TEST_VISIBILITY", "30s"),
     "CLAIM_LEASE": os.environ.get("JOBS_TEST_CLAIM_LEASE", "30s"),
-    "POLL_INTERVAL": "50ms",
-    "IDLE_POLL_MAX": "200ms",
+    **({"LISTEN_DATABASES": _listen} if _listen else {}),
+    "WAKE_PROBE_INTERVAL": os.environ.get("JOBS_TEST_WAKE_PROBE_INTERVAL", "60s"),
+    "POLL_INTERVAL": os.environ.get("JOBS_TEST_POLL_INTERVAL", "50ms"),
+    "IDLE_POLL_MAX": os.environ.get("JOBS_TEST_IDLE_POLL_MAX", "200ms"),
 }
 
 # Django's Tasks framework on this project's backend (tests/integration/contrib_tasks/): every

@@ -22,7 +22,7 @@ from django.db.migrations.loader import MigrationLoader
 from django.utils.module_loading import import_string
 
 from ultimate_jobs.conf import DEFAULT_REDACT_KEYS, get_settings
-from ultimate_jobs.db.routing import check_routes
+from ultimate_jobs.db.routing import check_listen_databases, check_routes
 from ultimate_jobs.errors import CODES, X_JOB_REFRESH_VIEW_INVALID, X_WEBHOOK_HTTPX_MISSING, JobsError
 from ultimate_jobs.factories.backfill.declaration import registered_backfills
 from ultimate_jobs.factories.refresh_view import registered_views, view_problem
@@ -49,6 +49,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         check_routes()
     except JobsError as err:
         return [checks.Error(err.cause, hint=err.fix, id="ultimate_jobs.E012")]
+    try:
+        check_listen_databases()
+    except JobsError as err:
+        return [checks.Error(err.cause, hint=err.fix, id="ultimate_jobs.E013")]
     dropped = [k for k in DEFAULT_REDACT_KEYS if k not in jobs_settings.REDACT_KEYS]
     if dropped:
         return [checks.Warning(f"ULTIMATE_JOBS['REDACT_KEYS'] replaces the defaults and drops {', '.join(dropped)}: "

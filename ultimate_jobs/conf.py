@@ -23,7 +23,9 @@ added to ``REDACT_KEYS``), ``METRICS_TOKEN`` (None: the metrics view needs a use
 ``Authorization: Bearer <token>``),
 ``WEBHOOK_ALLOW_HTTP`` (False: ``webhook()`` refuses plain ``http://`` endpoints unless declared
 ``allow_private=True``; True allows them, for a development receiver), ``QUEUE_DATABASES`` ({}: queue
-name -> database alias holding that queue's jobs, ``db.routing``).
+name -> database alias holding that queue's jobs, ``db.routing``), ``LISTEN_DATABASES`` ({}: jobs alias
+-> the alias its LISTEN connection uses, one reaching the same database directly or through a
+session-mode pool), ``WAKE_PROBE_INTERVAL`` (60s: how often a listener proves its LISTEN hears).
 Durations are held in seconds.
 
 Settings are read on first use, never at import, and validated whole: a bad value raises
@@ -88,6 +90,8 @@ class JobsSettings:
     METRICS_TOKEN: str | None = None
     WEBHOOK_ALLOW_HTTP: bool = False
     QUEUE_DATABASES: Mapping[str, str] = field(default_factory=dict)
+    LISTEN_DATABASES: Mapping[str, str] = field(default_factory=dict)
+    WAKE_PROBE_INTERVAL: float = 60.0
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> JobsSettings:
@@ -101,7 +105,7 @@ class JobsSettings:
         values: dict[str, Any] = {}
         for key in ("POLL_INTERVAL", "IDLE_POLL_MAX", "VISIBILITY_TIMEOUT", "DRAIN_TIMEOUT", "CLAIM_LEASE",
                     "OUTBOX_RETENTION", "DONE_RETENTION", "DEAD_RETENTION", "HEARTBEAT_INTERVAL", "EVENT_POLL",
-                    "WAKE_WINDOW"):
+                    "WAKE_WINDOW", "WAKE_PROBE_INTERVAL"):
             if key in raw and raw[key] is not None:
                 values[key] = to_seconds(raw[key], subject=f"ULTIMATE_JOBS[{key!r}]")
         if "HEARTBEAT_INTERVAL" not in values:
@@ -150,6 +154,12 @@ class JobsSettings:
             values["LIMITS"] = _limits(raw["LIMITS"])
         if raw.get("QUEUE_DATABASES") is not None:
             values["QUEUE_DATABASES"] = _routes(raw["QUEUE_DATABASES"])
+        if raw.get("LISTEN_DATABASES") is not None:
+            values["LISTEN_DATABASES"] = _listen_aliases(raw["LISTEN_DATABASES"])
+        if values.get("WAKE_PROBE_INTERVAL", 60.0) < 1.0:
+            raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['WAKE_PROBE_INTERVAL']={raw['WAKE_PROBE_INTERVAL']!r} "
+                            "is under 1s: a probe waits up to 1s for its own notification.",
+                            'Leave it unset (60s), or give a duration of at least "1s".')
         for key in ("REDACT_KEYS", "REDACT_KEYS_EXTRA"):
             if key in raw:
                 keys = raw[key]
@@ -189,6 +199,20 @@ def _routes(raw: object) -> dict[str, str]:
                             "database alias (a non-empty string).", f'Write it as {{"{queue}": "jobs_{queue}"}}.')
         routes[queue] = alias
     return routes
+
+
+def _listen_aliases(raw: object) -> dict[str, str]:
+    """``LISTEN_DATABASES``'s shape: jobs alias -> alias. Whether each exists is the system check's
+    (``db.routing.check_listen_databases``)."""
+    if not isinstance(raw, Mapping):
+        raise JobsError(X_CONFIG_INVALID, "ULTIMATE_JOBS['LISTEN_DATABASES'] must be a dict of jobs alias -> the "
+                        "alias its LISTEN uses.", 'Write it as {"default": "default_direct"}.')
+    for jobs_alias, listen_alias in raw.items():
+        if not isinstance(jobs_alias, str) or not jobs_alias or not isinstance(listen_alias, str) or not listen_alias:
+            raise JobsError(X_CONFIG_INVALID, f"ULTIMATE_JOBS['LISTEN_DATABASES'] maps {jobs_alias!r} to "
+                            f"{listen_alias!r}; both must be database aliases (non-empty strings).",
+                            'Write it as {"default": "default_direct"}.')
+    return dict(raw)
 
 
 def _limits(raw: object) -> dict[str, Any]:

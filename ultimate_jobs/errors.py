@@ -326,6 +326,42 @@ X_SUBJECT_ERASE_INCOMPLETE = register(
     "anonymize that field), or retain it with a reason."
 )
 
+X_DB_PREPARED_STATEMENTS = register(
+    "X_DB_PREPARED_STATEMENTS", 'Behind a transaction-mode pooler (PgBouncer before 1.21, Supavisor, RDS Proxy) set '
+    'DATABASES[alias]["OPTIONS"] = {"prepare_threshold": None}: the pooler cannot keep a prepared statement.'
+)
+
+# SQLSTATEs a transaction-mode pooler answers when a prepared statement lands on another server
+# session: duplicate_prepared_statement ("... already exists") and invalid_sql_statement_name
+# ("... does not exist"). The store's statement names are its connection's own (psycopg's
+# _pg3_N), so a clash between them means another client's session.
+PREPARED_STATEMENT_STATES = frozenset({"42P05", "26000"})
+
+
+def db_error_code(exc: BaseException) -> str | None:
+    """The code of a database error whose cause is known and has a fix (the error or what it was
+    raised from), else None: ``X_DB_PREPARED_STATEMENTS`` for a pooler's prepared-statement error."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # Django's wrapper, the driver's error, and at most a few more
+        if seen is None:
+            break
+        if getattr(seen, "sqlstate", None) in PREPARED_STATEMENT_STATES:
+            return X_DB_PREPARED_STATEMENTS
+        # The text covers what has no SQLSTATE of its own: a Bind to a statement of the same name
+        # another client prepared on that server session ("bind message supplies 13 parameters, but
+        # prepared statement "_pg3_0" requires 7", a protocol violation, 08P01).
+        if 'prepared statement "' in str(seen):
+            return X_DB_PREPARED_STATEMENTS
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def db_error_note(exc: BaseException) -> str:
+    """`` code=X_... fix: ...`` for a database error ``db_error_code`` knows, else "": what a
+    warning about a failed statement appends, so the log names the cause wherever it shows."""
+    code = db_error_code(exc)
+    return f" code={code} fix: {CODES[code]}" if code else ""
+
 
 class JobsError(Exception):
     """A refusal or failure with a code, a cause and a one-line fix."""

@@ -16,11 +16,16 @@ every connection of its thread the failure left unusable, to whichever database
 any database the pass touched heals on the pass after the server answers again. The loop ends
 once ``stop()`` was called, unless the service ``drains`` (the worker), whose tick then answers
 ``None`` when it is done.
+
+A database error with a known cause (``errors.db_error_code``: a pooler's prepared-statement error
+is ``X_DB_PREPARED_STATEMENTS``) is logged by ``classified()`` once per streak of failed passes as
+``jobs.db.failing`` with its code and fix, not once per pass; the streak ends with a pass that succeeds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 import time
@@ -30,6 +35,9 @@ from typing import Any, Protocol
 
 from ultimate_jobs import faults
 from ultimate_jobs.db import release_broken_connections
+from ultimate_jobs.errors import CODES, db_error_code
+
+log = logging.getLogger("ultimate_jobs")
 
 BACKOFF_FLOOR = 0.05  # seconds after the first failed pass, doubling per failure in a row
 BACKOFF_CAP = 5.0
@@ -76,6 +84,7 @@ class ServiceLoop:
         self.stopping = threading.Event()
         self._on_signal = on_signal
         self._on_second_signal = on_second_signal
+        self._streak: str | None = None  # the code of the classified error the failing passes share
         # The crash tests' fault spec is read as a service starts, so a bad one stops it before any claim.
         faults.load()
 
@@ -87,6 +96,18 @@ class ServiceLoop:
         """End the loop after the pass in flight (a draining service: once its tick says so)."""
         self.stopping.set()
         self.woken.set()
+
+    def classified(self, exc: BaseException, *, role: str, alias: str) -> bool:
+        """Whether ``exc`` is a database error with a known cause and fix; the first of a streak is
+        logged here (``jobs.db.failing``), so the caller logs nothing more for it."""
+        code = db_error_code(exc)
+        if code is None:
+            return False
+        if self._streak != code:
+            self._streak = code
+            log.error("jobs.db.failing role=%s alias=%s code=%s error=%r fix: %s (logged once until a pass "
+                      "succeeds)", role, alias, code, exc, CODES[code])
+        return True
 
     def idle(self, wait: float) -> float | None:
         """What a tick that found nothing to do answers: the end with ``burst``, else ``wait``."""
@@ -122,6 +143,7 @@ class ServiceLoop:
                         self._pause(delay)
                         continue
                     self.backoff.reset()
+                    self._streak = None
                     if wait is None:
                         break
                     if wait > 0:

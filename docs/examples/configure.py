@@ -52,6 +52,12 @@ def main() -> None:
                 print(textwrap.fill(err.cause, 96, initial_indent="  ", subsequent_indent="  "))
             print("  manage.py check:", [m.id for m in checks.run_checks()])
 
+    # Behind a transaction-mode pooler, LISTEN goes to an alias reaching the database directly.
+    print("wake probe every:", conf.WAKE_PROBE_INTERVAL, "| listen databases:", dict(conf.LISTEN_DATABASES))
+    with override_settings(ULTIMATE_JOBS={"LISTEN_DATABASES": {"default": "default_direct"}}):
+        print("LISTEN_DATABASES to an alias missing from DATABASES:",
+              [(m.id, m.msg) for m in checks.run_checks() if m.id.startswith("ultimate_jobs")])
+
 
 if __name__ == "__main__":
     main()
@@ -74,3 +80,5 @@ if __name__ == "__main__":
 #   ULTIMATE_JOBS['HEARTBEAT_INTERVAL'] must be shorter than VISIBILITY_TIMEOUT, or every lease
 #   lapses between renewals.
 #   manage.py check: ['ultimate_jobs.E001']
+# wake probe every: 60.0 | listen databases: {}
+# LISTEN_DATABASES to an alias missing from DATABASES: [('ultimate_jobs.E013', "ULTIMATE_JOBS['LISTEN_DATABASES']['default']='default_direct', which is not in DATABASES.")]

@@ -116,6 +116,6 @@ if __name__ == "__main__":
 # counters: {'cancelled': 1, 'dead': 5, 'done': 5, 'retried': 5}
 # counter_totals: [('cancelled', 1), ('dead', 5), ('done', 5), ('retried', 5)]
 # workers (none running now): []
-# doctor: False [('scheduler-watermarks', 'skipped')]
+# doctor: False [('scheduler-watermarks', 'skipped'), ('prepared-statements', 'not-applicable'), ('wake', 'not-applicable')]
 # doctor after a scheduler round: True
 # unknown id: X_JOB_NOT_FOUND

@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.process, pytest.mark.postgres_only]
 
 LISTENING = """
 SELECT pid FROM pg_stat_activity
- WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN "ultimate_jobs"'
-"""
+ WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN "ultimate_jobs";%'
+"""  # the listener's last statement: LISTEN and the pid of the server session holding it, in one query
 
 
 def listeners() -> list[int]:

@@ -83,6 +83,32 @@ def check_route(queue: str, alias: str) -> None:
                         f"Point {alias!r} at a PostgreSQL database, or remove the route.")
 
 
+def listen_alias(alias: str) -> str:
+    """The alias whose connection LISTENs for the jobs database ``alias`` (``LISTEN_DATABASES``)."""
+    return get_settings().LISTEN_DATABASES.get(alias, alias)
+
+
+def check_listen_databases() -> None:
+    """Raise ``X_CONFIG_INVALID`` for a ``LISTEN_DATABASES`` entry whose jobs alias holds no jobs, or
+    whose LISTEN alias is missing from ``DATABASES`` or is not PostgreSQL."""
+    jobs_aliases = aliases()
+    for jobs_alias, target in get_settings().LISTEN_DATABASES.items():
+        name = f"ULTIMATE_JOBS['LISTEN_DATABASES'][{jobs_alias!r}]"
+        if jobs_alias not in jobs_aliases:
+            raise JobsError(X_CONFIG_INVALID, f"{name}: {jobs_alias!r} is not a jobs database (DATABASE or an "
+                            f"alias of QUEUE_DATABASES: {', '.join(jobs_aliases)}).",
+                            "Key LISTEN_DATABASES by the jobs alias whose LISTEN moves, e.g. "
+                            '{"default": "default_direct"}.')
+        if target not in django_settings.DATABASES:
+            raise JobsError(X_CONFIG_INVALID, f"{name}={target!r}, which is not in DATABASES.",
+                            f"Add {target!r} to DATABASES: the same database as {jobs_alias!r}, reached directly "
+                            "or through a session-mode pool.")
+        vendor = connections[target].vendor
+        if vendor != "postgresql" or connections[jobs_alias].vendor != "postgresql":
+            raise JobsError(X_CONFIG_INVALID, f"{name}={target!r}: LISTEN needs PostgreSQL on both aliases, "
+                            f"not {vendor}.", f"Remove the {jobs_alias!r} entry: SQLite polls.")
+
+
 def single_alias(queues: Iterable[str], *, home: str | None = None) -> str:
     """The one alias holding every queue of ``queues``; raise ``X_CONFIG_INVALID`` when they span
     several (one claim loop speaks to one database: ``jobs_worker`` runs one loop per alias)."""

@@ -313,7 +313,10 @@ class Store(Protocol):
         and answer the running ``Listener``; the caller ``stop()``s it. ``on_wake(queue)`` runs on the
         listener's thread for each notification of one of ``queues`` (all when empty), and with ""
         after each (re-)connect so a poll covers what was sent while nobody listened. The session is
-        its own connection, never one of Django's. SQLite answers None: nothing to listen to, poll.
+        its own connection, never one of Django's, dialled on the alias ``LISTEN_DATABASES`` names
+        for this one; it probes itself every ``WAKE_PROBE_INTERVAL`` (``Listener.verified``, False when
+        the last probe went unheard: poll) and sends ``UNLISTEN *`` before it is closed. SQLite
+        answers None: nothing to listen to, poll.
         """
 
     # -- fleet concurrency slots (``concurrency=`` keys) ---------------------------------------------

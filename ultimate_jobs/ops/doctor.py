@@ -14,7 +14,14 @@ not judge what it read) or ``"not-applicable"`` (nothing it checks exists, e.g. 
 - ``scheduler-watermarks``: a scheduled task (not paused) whose first occurrence past its
   watermark is due more than ``SCHEDULER_LAG`` seconds ago; tasks declared but never armed by a
   scheduler make it ``skipped`` (no scheduler has run), no task declared makes it not applicable;
-- ``outbox-backlog``: a staged outbox row unpublished for more than ``OUTBOX_MAX_AGE`` seconds.
+- ``outbox-backlog``: a staged outbox row unpublished for more than ``OUTBOX_MAX_AGE`` seconds;
+- ``prepared-statements``: the store prepares its statements on this database (``OPTIONS`` without
+  ``"prepare_threshold": None``) and the connection goes through a pooler that cannot keep them: a
+  statement prepared on one server session is run again while another client holds that session
+  (``db.sessions``). Fails with ``X_DB_PREPARED_STATEMENTS`` and its fix;
+- ``wake``: a probe NOTIFY sent through the jobs connection is heard within 1s on a LISTEN over the
+  alias the workers listen on (``LISTEN_DATABASES``); unheard, workers poll instead of waking
+  (``jobs.wake.unverified`` in their log).
 
 A check that did not run is ``skipped`` with the reason and is not ok: the report's ``ok`` (and
 ``jobs doctor``'s exit code) is true only when every check passed or was declared not applicable.
@@ -26,10 +33,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connections
 from django.db.models import Count, F, Q, Value
 from django.db.models.functions import Coalesce
 
 from ultimate_jobs import clock
+from ultimate_jobs.db.listen import probe_wake
+from ultimate_jobs.db.routing import listen_alias
+from ultimate_jobs.db.sessions import prepared_statements_problem
+from ultimate_jobs.errors import CODES, X_DB_PREPARED_STATEMENTS
 from ultimate_jobs.jsoncodec import iso
 from ultimate_jobs.models import FleetSlot, OutboxEntry, WorkerHeartbeat
 from ultimate_jobs.models.jobs import LIVE_STATES
@@ -130,9 +142,39 @@ def outbox_backlog() -> DoctorCheck:
                    f"{OUTBOX_MAX_AGE:.0f}s: is a relay (jobs_relay, or jobs_worker's relay role) running?")
 
 
+def _failed(name: str, detail: str, ids: list[str]) -> DoctorCheck:
+    return DoctorCheck(name=name, status="failed", ok=False, skipped=False, detail=detail, ids=ids)
+
+
+def prepared_statements() -> DoctorCheck:
+    name, where = "prepared-statements", alias()
+    if connections[where].vendor != "postgresql":
+        return _not_applicable(name, "SQLite prepares nothing across connections")
+    try:
+        problem = prepared_statements_problem(where)
+    except Exception as exc:  # the database did not answer: another check says so; this one cannot judge
+        return _skipped(name, f"could not probe {where!r}: {exc!r}")
+    if problem is None:
+        return _result(name, [], "")
+    return _failed(name, f"[{X_DB_PREPARED_STATEMENTS}] {problem}. Fix: {CODES[X_DB_PREPARED_STATEMENTS]}", [where])
+
+
+def wake() -> DoctorCheck:
+    name, where = "wake", alias()
+    if connections[where].vendor != "postgresql":
+        return _not_applicable(name, "SQLite has no LISTEN: workers poll")
+    try:
+        problem = probe_wake(where, listen_alias(where))
+    except Exception as exc:  # a LISTEN alias that does not answer is a wake that does not work
+        return _failed(name, f"could not probe the wake of {where!r} over {listen_alias(where)!r}: {exc!r}", [where])
+    if problem is None:
+        return _result(name, [], "")
+    return _failed(name, problem, [where])
+
+
 CHECKS: tuple[Callable[[], DoctorCheck], ...] = (
     stuck_running, lease_columns, live_key_unique, attempts_in_bounds, concurrency_slots, scheduler_watermarks,
-    outbox_backlog,
+    outbox_backlog, prepared_statements, wake,
 )
 
 

@@ -54,7 +54,7 @@ from ultimate_jobs.db import OUTBOX_CHANNEL, JobRow, close_connection, release_b
 from ultimate_jobs.db.routing import alias_for_queue, group_queues
 from ultimate_jobs.durations import to_seconds
 from ultimate_jobs.enqueue import submit
-from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError
+from ultimate_jobs.errors import X_CONFIG_INVALID, JobsError, db_error_code
 from ultimate_jobs.models import Job
 from ultimate_jobs.service_loop import LoopedService, ServiceLoop, Stoppable
 
@@ -93,6 +93,7 @@ class Relay(LoopedService):
         self.claimed_last = 0
         self._loop = ServiceLoop(burst=burst, on_signal=lambda signum: self.stop(), on_second_signal=self._killed)
         self._idle = self.poll_interval
+        self._listener: Stoppable | None = None
         self._last_purge = -PURGE_EVERY
 
     # -- one pass -----------------------------------------------------------------------------
@@ -121,6 +122,9 @@ class Relay(LoopedService):
             self._release([r.id for r in batch])
             raise
         except DatabaseError as exc:
+            if db_error_code(exc):  # a setup error (a pooler's prepared statements), not a poison row
+                self._release([r.id for r in batch])
+                raise
             log.warning("jobs.outbox.batch-failed relay=%s rows=%s error=%r: publishing row by row",
                         self.relay_id, len(batch), exc)
             return self._publish_one_by_one(batch)
@@ -176,6 +180,9 @@ class Relay(LoopedService):
                 self._release([r.id for r in batch[index:]])
                 raise
             except DatabaseError as exc:
+                if db_error_code(exc):
+                    self._release([r.id for r in batch[index:]])
+                    raise
                 self.stats["failed"] += 1
                 # The poison row keeps its claim, so it is retried after CLAIM_LEASE and not every
                 # pass; the claim also holds back the rows staged after it in its transaction.
@@ -258,16 +265,20 @@ class Relay(LoopedService):
             return 0.0  # claim again at once: more may be waiting behind this batch
         # POLL_INTERVAL right after activity (a staged row whose wake the per-process throttle
         # dropped waits at most that long), then doubling up to IDLE_POLL_MAX.
-        wait, self._idle = self._idle, min(self._idle * 2, self.idle_poll_max)
+        # While the wake is unproven (jobs.wake.unverified), no doubling: nothing else will wake it.
+        unverified = bool(getattr(self._listener, "unverified", False))
+        wait, self._idle = self._idle, self.poll_interval if unverified else min(self._idle * 2, self.idle_poll_max)
         return self._loop.idle(wait)
 
     def _tick_failed(self, exc: Exception, delay: float) -> None:
         # A relay outlives a bad pass; its rows wait for the next one.
-        log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id, exc, delay)
+        if not self._loop.classified(exc, role=f"relay {self.relay_id}", alias=self.alias):
+            log.warning("jobs.outbox.tick-failed relay=%s error=%r retry_in=%.2fs", self.relay_id, exc, delay)
         close_connection(self.alias)
 
     def _listen(self) -> Stoppable | None:
-        return None if self.burst else self.store.listen(channel=OUTBOX_CHANNEL, on_wake=self.wake)
+        self._listener = None if self.burst else self.store.listen(channel=OUTBOX_CHANNEL, on_wake=self.wake)
+        return self._listener
 
     def run(self, *, install_signals: bool = True) -> dict[str, int]:
         """Publish until stopped (or, with ``burst``, until a pass claims nothing); answer the counts."""

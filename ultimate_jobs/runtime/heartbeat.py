@@ -23,7 +23,7 @@ from uuid import UUID
 
 from ultimate_jobs import clock
 from ultimate_jobs.db import Store, close_connection
-from ultimate_jobs.errors import X_JOB_LEASE_LOST
+from ultimate_jobs.errors import X_JOB_LEASE_LOST, db_error_note
 from ultimate_jobs.registry import get_job_handle, registered_jobs
 from ultimate_jobs.runtime import on_settled
 from ultimate_jobs.runtime.holdings import Attempt, Holdings
@@ -84,7 +84,8 @@ class Heartbeat:
                                                worker_id=self.worker_id, visibility=self.visibility,
                                                now=clock.sql_now())
         except self._db_errors as exc:
-            log.warning("jobs.heartbeat.failed worker=%s held=%s error=%r", self.worker_id, len(held), exc)
+            log.warning("jobs.heartbeat.failed worker=%s held=%s error=%r%s", self.worker_id, len(held), exc,
+                        db_error_note(exc))
             close_connection(self.alias)
             after = time.monotonic()
             for attempt in held:
@@ -108,7 +109,7 @@ class Heartbeat:
         try:
             self.slots.renew(attempts)
         except self._db_errors as exc:
-            log.warning("jobs.heartbeat.failed worker=%s slots error=%r", self.worker_id, exc)
+            log.warning("jobs.heartbeat.failed worker=%s slots error=%r%s", self.worker_id, exc, db_error_note(exc))
 
     def _lose(self, attempt: Attempt, detail: str) -> None:
         if attempt.token.set(X_JOB_LEASE_LOST, detail):

@@ -29,6 +29,7 @@ from django.db import DatabaseError
 
 from ultimate_jobs import clock
 from ultimate_jobs.db import store_for
+from ultimate_jobs.errors import db_error_note
 from ultimate_jobs.models import Job, WorkerHeartbeat
 from ultimate_jobs.runtime.housekeeping import prune_counters
 
@@ -66,7 +67,7 @@ class Presence:
                 self._rows().filter(expires_at__lt=now - EXPIRED_KEPT).delete()
                 prune_counters(now, database=self.alias)  # each claim loop's own database's counters
         except DatabaseError as exc:
-            log.warning("jobs.worker.presence-failed worker=%s error=%r", self.worker_id, exc)
+            log.warning("jobs.worker.presence-failed worker=%s error=%r%s", self.worker_id, exc, db_error_note(exc))
             return False
         return True
 
@@ -75,7 +76,7 @@ class Presence:
         try:
             self._rows().filter(id=self.worker_id).delete()
         except DatabaseError as exc:
-            log.warning("jobs.worker.presence-failed worker=%s error=%r", self.worker_id, exc)
+            log.warning("jobs.worker.presence-failed worker=%s error=%r%s", self.worker_id, exc, db_error_note(exc))
 
     def lease_lost(self, lost: Sequence[tuple[UUID, str, str]]) -> bool:
         """Count ``(job id, name, queue)`` runs whose lease this worker lost; a run whose row an
@@ -89,6 +90,6 @@ class Presence:
             events = [(name, queue, "lease-lost") for job_id, name, queue in lost if job_id not in cancelled]
             store_for(self.alias).counter_add(events=events, now=clock.sql_now())
         except DatabaseError as exc:
-            log.warning("jobs.worker.presence-failed worker=%s error=%r", self.worker_id, exc)
+            log.warning("jobs.worker.presence-failed worker=%s error=%r%s", self.worker_id, exc, db_error_note(exc))
             return False
         return True

@@ -39,7 +39,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from ultimate_jobs import clock
 from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db import ClaimedJob, Settlement, Store
-from ultimate_jobs.errors import X_JOB_FAILED
+from ultimate_jobs.errors import X_JOB_FAILED, db_error_code
 from ultimate_jobs.faults import fault
 from ultimate_jobs.runtime import deadlines, on_settled
 from ultimate_jobs.runtime.holdings import Attempt, Holdings
@@ -155,8 +155,8 @@ class Settler:
         connection, settle the batch again one attempt at a time (``_settle_each``). What did not
         settle stays pending: the fenced statement is safe to send again."""
         self._on_db_error(event, exc)
-        if fallback and not isinstance(exc, CONNECTION_ERRORS):
-            self._settle_each()
+        if fallback and not isinstance(exc, CONNECTION_ERRORS) and db_error_code(exc) is None:
+            self._settle_each()  # a known setup error (a pooler's prepared statements) is no refused value
 
     def _settle_each(self) -> None:
         """The batch settle failed on a value: settle the pending runs one statement each, so one
@@ -185,7 +185,7 @@ class Settler:
         try:
             return self.store.job_settle_many(settlements=[storable(settlement)], now=clock.sql_now())
         except self._db_errors as exc:
-            if isinstance(exc, CONNECTION_ERRORS):
+            if isinstance(exc, CONNECTION_ERRORS) or db_error_code(exc) is not None:
                 raise
             log.error("jobs.settle.refused job_id=%s name=%s queue=%s error=%r: settled with the "
                       "outcome made storable", attempt.id, attempt.claimed.name, attempt.claimed.queue, exc)

@@ -136,6 +136,7 @@ class Worker(LoopedService):
         self._announced = False
         self._idle_wait = self.poll_interval
         self._exited = threading.Event()
+        self._listener: Stoppable | None = None
 
     # -- one pass ---------------------------------------------------------------------------
 
@@ -172,7 +173,8 @@ class Worker(LoopedService):
     def _db_failed(self, event: str, exc: BaseException) -> None:
         self._pass_failed = True
         delay = self._loop.backoff.failed()
-        log.warning("%s worker=%s error=%r retry_in=%.2fs", event, self.worker_id, exc, delay)
+        if not self._loop.classified(exc, role=f"worker {self.worker_id}", alias=self.alias):
+            log.warning("%s worker=%s error=%r retry_in=%.2fs", event, self.worker_id, exc, delay)
         close_connection(self.alias)
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -195,7 +197,13 @@ class Worker(LoopedService):
             self._loop.wake()
 
     def _listen(self) -> Stoppable | None:
-        return self.store.listen(channel=JOBS_CHANNEL, on_wake=self.wake, queues=self.queues)
+        self._listener = self.store.listen(channel=JOBS_CHANNEL, on_wake=self.wake, queues=self.queues)
+        return self._listener
+
+    @property
+    def wake_unverified(self) -> bool:
+        """The listener's last probe went unheard (``jobs.wake.unverified``): poll at ``POLL_INTERVAL``."""
+        return bool(getattr(self._listener, "unverified", False))
 
     def _tick(self) -> float | None:
         """One pass of ``run()``; answer how long to wait before the next, or None to exit."""
@@ -226,7 +234,7 @@ class Worker(LoopedService):
         if started and self.claims.last_claim_full and self.claims.free_capacity() > 0:
             self._idle_wait = self.poll_interval
             return 0.0  # more may be runnable now: no wait
-        if started or holdings.attempts:
+        if started or holdings.attempts or self.wake_unverified:  # no idle backoff while the wake is unproven
             self._idle_wait = self.poll_interval
         else:
             self._idle_wait = min(self._idle_wait * 2, self.idle_poll_max)

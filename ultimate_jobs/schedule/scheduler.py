@@ -276,7 +276,8 @@ class Scheduler(LoopedService):
         return self._loop.idle(self.run_once().wait)
 
     def _round_failed(self, exc: Exception, delay: float) -> None:
-        log.warning("jobs.scheduler.round-failed holder=%s error=%r retry_in=%.1fs", self.holder, exc, delay)
+        if not self._loop.classified(exc, role=f"scheduler {self.holder}", alias=self.alias):
+            log.warning("jobs.scheduler.round-failed holder=%s error=%r retry_in=%.1fs", self.holder, exc, delay)
         self._states = None
         self.leadership.forget()
         close_connection(self.alias)

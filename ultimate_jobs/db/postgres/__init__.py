@@ -15,7 +15,7 @@ One module per entity, each holding its statements beside the methods of the sam
 
 from __future__ import annotations
 
-from ultimate_jobs.db.postgres.connection import ONLY_WHEN_ASKED, PostgresConnection
+from ultimate_jobs.db.postgres.connection import PostgresConnection
 from ultimate_jobs.db.postgres.counters import (
     COUNTER_ADD,
     COUNTER_FOLD,
@@ -68,6 +68,7 @@ from ultimate_jobs.db.postgres.slots import (
     LeaseStatements,
 )
 from ultimate_jobs.db.postgres.views import ViewStatements
+from ultimate_jobs.db.sessions import ONLY_WHEN_ASKED
 from ultimate_jobs.db.store import JOBS_CHANNEL, OUTBOX_CHANNEL
 
 __all__ = [

@@ -7,9 +7,10 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ultimate_jobs.conf import get_settings
 from ultimate_jobs.db.listen import Listener
-
-ONLY_WHEN_ASKED = 2**31 - 1  # a prepare_threshold no statement reaches by being run often
+from ultimate_jobs.db.routing import listen_alias
+from ultimate_jobs.db.sessions import ONLY_WHEN_ASKED
 
 
 class PostgresConnection:
@@ -68,6 +69,7 @@ class PostgresConnection:
                 yield cursor
 
     def listen(self, *, channel: str, on_wake: Callable[[str], None], queues: Iterable[str] = ()) -> Listener:
-        listener = Listener(self.alias, queues, on_wake, channel=channel)
+        listener = Listener(self.alias, queues, on_wake, channel=channel, listen_alias=listen_alias(self.alias),
+                            probe_interval=get_settings().WAKE_PROBE_INTERVAL)
         listener.start()
         return listener

@@ -4,7 +4,6 @@ rescue, the lost claim's hand-back, purge, and the operator's wake-up."""
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, LiteralString
@@ -103,11 +102,11 @@ JOB_CLAIM_ALONE: LiteralString = JOB_CLAIM.replace(
 # again on every claim, which every idle pickup then pays (docs/scaling.md). The walks are
 # bounded by their indexes whatever the estimate, so the generic plan is the right one.
 CLAIM_PLAN: LiteralString = "SET LOCAL plan_cache_mode TO force_generic_plan"
-# The same for a worker's own pass, which has no transaction block to SET LOCAL in: set once for
-# the session. Only the store's own statements are prepared on a connection whose
-# preparation the store owns (connection.py), so only they follow it, and each is a keyed walk
-# whose generic plan is the right one; a session that loses the setting costs a replan, not a result.
-CLAIM_PLAN_SESSION: LiteralString = "SET plan_cache_mode TO force_generic_plan"
+# The same for a worker's own pass, which has no transaction block to SET LOCAL in: sent first in
+# the pass's pipeline, so it holds for the pass's implicit transaction (the claim's Bind, where the
+# plan is chosen, comes after it) and ends with it. Never a session SET: behind a transaction-mode
+# pooler the session is the next client's (docs/reference/settings.md, LISTEN_DATABASES).
+CLAIM_PLAN_ALONE: LiteralString = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 JOB_SETTLE_MANY: LiteralString = """
 -- Settle finished attempts in one statement. Fenced: a row matches only while it is still
@@ -259,7 +258,6 @@ def _settlement_columns(s: Sequence[Settlement], now: datetime | None) -> dict[s
 # Answers built by column name (the RETURNING / SELECT aliases), never by position.
 _CLAIMED = kwargs_row(ClaimedJob)
 
-_GENERIC_PLANS: weakref.WeakSet[Any] = weakref.WeakSet()  # psycopg connections CLAIM_PLAN_SESSION ran on
 
 
 class JobStatements(InsertStatements, PostgresConnection):
@@ -287,8 +285,9 @@ class JobStatements(InsertStatements, PostgresConnection):
 
         A worker's own pass (autocommit, on a connection whose preparation the store owns) sends its
         statements alone, pipelined into one implicit transaction that the pipeline's Sync commits:
-        no BEGIN, SET or COMMIT to send and answer; an idle pass that claims one queue is one
-        statement (what each shape costs: docs/scaling.md). Inside the caller's ``atomic()``
+        no BEGIN or COMMIT to send and answer; an idle pass that claims one queue is two statements
+        in one round trip, the transaction-local plan setting and the claim (what each shape costs:
+        docs/scaling.md). Inside the caller's ``atomic()``
         (begun or not yet: Django begins lazily) the pass is a savepoint of the caller's transaction:
         psycopg's ``transaction()`` would commit a transaction it found not yet begun, and the pass
         must not change how the caller's transaction commits.
@@ -301,8 +300,6 @@ class JobStatements(InsertStatements, PostgresConnection):
             conn = self._connect(wrapper)
             own = bool(conn.autocommit)
             alone = own and bool(prepare) and self._idle(conn)
-            if alone:
-                self._force_generic_plans(conn)  # in place of CLAIM_PLAN: no transaction to SET LOCAL in
             # A pass that only claims does not wait for its WAL flush (an idle pickup's largest cost):
             # a claim lost to a server crash leaves its row as it was before the claim, so the job runs
             # again (at least once) and the worker's fenced settle matches nothing. Settles always
@@ -313,8 +310,10 @@ class JobStatements(InsertStatements, PostgresConnection):
             with contextlib.ExitStack() as scope:
                 if not alone:
                     scope.enter_context(conn.transaction() if own else transaction.atomic(using=self.alias))
-                if not alone or len(claims) + bool(settlements) > 1:
+                if not alone or claims or settlements:
                     scope.enter_context(conn.pipeline())
+                if claims and alone:
+                    conn.execute(CLAIM_PLAN_ALONE, prepare=prepare)  # in place of CLAIM_PLAN: no block
                 if settle_cursor is not None:
                     settle_cursor.execute(JOB_SETTLE_MANY, _settlement_columns(settlements, now), prepare=prepare)
                 if claims and not alone:
@@ -337,12 +336,6 @@ class JobStatements(InsertStatements, PostgresConnection):
     def _idle(conn: Any) -> bool:
         """No transaction open on ``conn`` (not even one begun by hand in autocommit)."""
         return bool(conn.info.transaction_status == TransactionStatus.IDLE)
-
-    @staticmethod
-    def _force_generic_plans(conn: Any) -> None:
-        if conn not in _GENERIC_PLANS:
-            conn.execute(CLAIM_PLAN_SESSION)
-            _GENERIC_PLANS.add(conn)
 
     def job_heartbeat(self, *, held: Sequence[tuple[UUID, UUID]], worker_id: str, visibility: float,
                       now: datetime | None) -> set[UUID]:
