@@ -6,7 +6,8 @@ Usage::
         psycopg.connect(host="127.0.0.1", port=bouncer.port, user="postgres", dbname="...")
 
 The fixtures ``pgbouncer`` (transaction mode on ``TRANSACTION_PORT``) and ``pgbouncer_session``
-(session mode on ``SESSION_PORT``) start one per test session. PgBouncer refuses to run as root:
+(session mode on ``SESSION_PORT``) start one per test module and stop after it, so the pool's
+server sessions do not outlive the module (another test counting ``pg_stat_activity`` would see them). PgBouncer refuses to run as root:
 as root it is started as the ``postgres`` user, its config, auth file and log in a temporary
 directory that user owns. Without ``pgbouncer`` installed the tests that ask for it are skipped,
 unless ``REQUIRE_PGBOUNCER=1`` (CI), which fails them instead.
@@ -127,13 +128,13 @@ def _bouncer(port: int, pool_mode: str) -> Iterator[PgBouncer]:
 
 # Both ask for django_db_setup so they stop before the test databases are dropped: a pooler's
 # server sessions would hold them open.
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pgbouncer(django_db_setup: None) -> Iterator[PgBouncer]:
-    """A PgBouncer in transaction mode on ``TRANSACTION_PORT`` for the whole test session."""
+    """A PgBouncer in transaction mode on ``TRANSACTION_PORT`` for one test module."""
     yield from _bouncer(TRANSACTION_PORT, "transaction")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pgbouncer_session(django_db_setup: None) -> Iterator[PgBouncer]:
-    """A PgBouncer in session mode on ``SESSION_PORT`` for the whole test session."""
+    """A PgBouncer in session mode on ``SESSION_PORT`` for one test module."""
     yield from _bouncer(SESSION_PORT, "session")
