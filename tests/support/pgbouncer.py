@@ -9,8 +9,9 @@ The fixtures ``pgbouncer`` (transaction mode on ``TRANSACTION_PORT``) and ``pgbo
 (session mode on ``SESSION_PORT``) start one per test module and stop after it, so the pool's
 server sessions do not outlive the module (another test counting ``pg_stat_activity`` would see
 them). PgBouncer refuses to run as root: as root it is started as the ``postgres`` user, its
-config, auth file and log in a temporary directory that user owns. Without ``pgbouncer`` installed the tests that ask for it are skipped,
-unless ``REQUIRE_PGBOUNCER=1`` (CI), which fails them instead.
+config, auth file and log in a temporary directory that user owns. Without ``pgbouncer``
+installed the tests that ask for it are skipped, unless ``REQUIRE_PGBOUNCER=1`` (CI), which
+fails them instead.
 """
 
 from __future__ import annotations
