@@ -283,7 +283,7 @@ class InsertStatements(PostgresConnection):
                     if own:
                         conn.execute("ROLLBACK")
                     return None
-                except BaseException:
+                except BaseException:  # anything at all, an interrupt too: roll back what we opened, then re-raise
                     if own and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                         with contextlib.suppress(psycopg.Error):  # a broken connection: the first error stands
                             conn.execute("ROLLBACK")
