@@ -10,9 +10,11 @@ fresh clients of the pooler itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -67,18 +69,21 @@ def states(prefix: str) -> list[str]:
                 .values_list("state", flat=True))
 
 
+def pooled_client(bouncer: PgBouncer) -> psycopg.Connection[Any]:
+    return psycopg.connect(host="127.0.0.1", port=bouncer.port, user="postgres",
+                           dbname=connection.settings_dict["NAME"], prepare_threshold=None)
+
+
 def server_sessions(bouncer: PgBouncer) -> list[tuple[int, str, list[str]]]:
     """What a fresh pooled client finds on each of the pool's server sessions for this database:
     (pid, plan_cache_mode, channels listened to). Each client holds a transaction, so the pooler
-    hands every one another server session, until all of them (and a new one) are covered."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
-        (sessions,) = cursor.fetchone()
+    hands every one another server session, until all of those the pool holds are covered (never
+    more clients than that: a pool at its size limit would make the next one wait)."""
+    pids = set(bouncer.server_pids(connection.settings_dict["NAME"]))
     found, clients = [], []
     try:
-        for _ in range(sessions + 1):
-            client = psycopg.connect(host="127.0.0.1", port=bouncer.port, user="postgres",
-                                     dbname=connection.settings_dict["NAME"], prepare_threshold=None)
+        while len(clients) < len(pids) and not pids <= {pid for pid, _, _ in found}:
+            client = pooled_client(bouncer)
             clients.append(client)
             row = client.execute("SELECT pg_backend_pid(), current_setting('plan_cache_mode'), "
                                  "array(SELECT pg_listening_channels())").fetchone()
@@ -87,6 +92,7 @@ def server_sessions(bouncer: PgBouncer) -> list[tuple[int, str, list[str]]]:
         for client in clients:
             client.rollback()
             client.close()
+    assert pids <= {pid for pid, _, _ in found}, ("some of the pool's server sessions are held elsewhere", pids, found)
     return found
 
 
@@ -94,6 +100,79 @@ def assert_no_session_state(bouncer: PgBouncer) -> None:
     found = server_sessions(bouncer)
     assert len({pid for pid, _, _ in found}) == len(found)  # one client per server session
     assert [(mode, channels) for _, mode, channels in found] == [("auto", [])] * len(found), found
+
+
+@contextlib.contextmanager
+def holding(bouncer: PgBouncer, pid: int) -> Iterator[psycopg.Connection[Any] | None]:
+    """A pooled client in a transaction on the server session ``pid`` (so no other client gets it
+    until the block ends), or None when the pool would not hand it out: fresh clients each hold a
+    transaction until one lands there."""
+    clients: list[psycopg.Connection[Any]] = []
+    try:
+        for _ in range(60):
+            client = pooled_client(bouncer)
+            clients.append(client)
+            (got,) = client.execute("SELECT pg_backend_pid()").fetchone()
+            if got == pid:
+                yield client
+                return
+        yield None
+    finally:
+        for client in clients:
+            client.rollback()
+            client.close()
+
+
+@contextlib.contextmanager
+def holding_listener(bouncer: PgBouncer, channel: str) -> Iterator[tuple[int, psycopg.Connection[Any]] | None]:
+    """Hold (in a transaction) the pool's server session that listens on ``channel``, if one does
+    now: fresh clients each hold a transaction, so the pool hands every one another of its server
+    sessions, until one listens there or each of those the pool holds was tried. Yield its pid and
+    the client holding it, or None."""
+    sessions = len(bouncer.server_pids(connection.settings_dict["NAME"]))
+    clients: list[psycopg.Connection[Any]] = []
+    try:
+        for _ in range(sessions):
+            client = pooled_client(bouncer)
+            clients.append(client)
+            pid, channels = client.execute("SELECT pg_backend_pid(), array(SELECT pg_listening_channels())").fetchone()
+            if channel in channels:
+                for other in clients[:-1]:  # only that one stays held
+                    other.rollback()
+                    other.close()
+                clients = [client]
+                yield int(pid), client
+                return
+        yield None
+    finally:
+        for client in clients:
+            client.rollback()
+            client.close()
+
+
+@contextlib.contextmanager
+def holding_the_workers_listen(bouncer: PgBouncer,
+                               worker: WorkerProcess) -> Iterator[tuple[int, psycopg.Connection[Any]]]:
+    """Hold the server session of the worker's LISTEN on ``ultimate_jobs`` before the listener gives
+    it up (about a second after it is made, when its probe goes unheard through the pooler). Each
+    ``WAKE_PROBE_INTERVAL`` it LISTENs again: another chance to win that race."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        with holding_listener(bouncer, "ultimate_jobs") as held:
+            if held is not None:
+                yield held
+                return
+        assert worker.proc.poll() is None, log_text(worker)
+    raise AssertionError(f"the test never held the worker's LISTEN session in time\n{log_text(worker)}")
+
+
+def channels_on(bouncer: PgBouncer, pid: int) -> list[str] | None:
+    """The channels the server session ``pid`` listens to (None: the pool did not hand it out)."""
+    with holding(bouncer, pid) as client:
+        if client is None:
+            return None
+        (channels,) = client.execute("SELECT array(SELECT pg_listening_channels())").fetchone()
+        return list(channels)
 
 
 def stop(proc: WorkerProcess) -> None:
@@ -169,6 +248,52 @@ def test_prepared_statements_through_a_transaction_pooler_are_named_and_leave_no
     assert not [ln for ln in text.splitlines() if "prepared statement" in ln and "X_DB_PREPARED_STATEMENTS" not in ln]
     assert set(Job.objects.filter(idempotency_key__startswith="record:prep-").values_list("state", flat=True)) \
         <= {"ready", "running", "done"}
+    assert_no_session_state(pgbouncer)
+
+
+# The listener's UNLISTEN for a LISTEN that went through a transaction pooler must reach the server
+# session it landed on. These hold that session in a transaction of the test's own, so it is busy
+# when the listener gives its LISTEN up (after the unheard probe, or at SIGTERM).
+LEFT_ON_ENV = {"JOBS_TEST_WAKE_PROBE_INTERVAL": "20s", "JOBS_TEST_POLL_INTERVAL": "500ms"}
+
+
+def test_a_listen_left_on_a_busy_pooled_session_is_given_up_once_that_session_is_free(
+        pgbouncer, worker_process) -> None:
+    worker = wait_started(worker_process("--concurrency", "2", env=pooler_env(pgbouncer, **LEFT_ON_ENV)))
+    with holding_the_workers_listen(pgbouncer, worker) as (pid, _):
+        time.sleep(2.5)  # past the probe's verdict: its UNLISTEN found this session busy
+    # Within the 20s until the next LISTEN, so a new LISTEN's own UNLISTEN cannot be what clears it.
+    wait_until(lambda: channels_on(pgbouncer, pid) == [], timeout=5, procs=(worker,),
+               what=f"server session {pid} no longer listening")
+    stop(worker)
+    assert "jobs.listen.left-behind" not in log_text(worker)
+    assert_no_session_state(pgbouncer)
+
+
+def test_a_stopping_worker_waits_for_its_listens_busy_pooled_session_then_names_it(
+        pgbouncer, worker_process) -> None:
+    env = pooler_env(pgbouncer, **LEFT_ON_ENV)
+    worker = wait_started(worker_process("--concurrency", "2", env=env))
+    with holding_the_workers_listen(pgbouncer, worker):
+        worker.signal(signal.SIGTERM)
+        time.sleep(1.0)  # inside the stopping listener's few seconds of retries
+    code, _ = wait_exit(worker, TIMEOUT)
+    assert code == 0, worker.output()
+    assert "jobs.listen.left-behind" not in log_text(worker)
+    assert_no_session_state(pgbouncer)
+
+    # Held past those seconds: the worker still exits, and says which server session still listens.
+    worker = wait_started(worker_process("--concurrency", "2", env=env))
+    with holding_the_workers_listen(pgbouncer, worker) as (pid, client):
+        worker.signal(signal.SIGTERM)
+        code, _ = wait_exit(worker, TIMEOUT)
+        (channels,) = client.execute("SELECT array(SELECT pg_listening_channels())").fetchone()
+        client.execute("UNLISTEN *")  # the test's own cleanup, on the session it holds
+        client.commit()
+    assert code == 0, worker.output()
+    assert "ultimate_jobs" in channels
+    line = wait_log(worker, "jobs.listen.left-behind", timeout=1)
+    assert f"server_pids=[{pid}]" in line and "channel=ultimate_jobs " in line and "LISTEN_DATABASES" in line
     assert_no_session_state(pgbouncer)
 
 

@@ -72,6 +72,7 @@ listen_addr = 127.0.0.1
 listen_port = {self.port}
 unix_socket_dir =
 auth_type = trust
+admin_users = postgres
 auth_file = {self.dir / 'userlist.txt'}
 pool_mode = {self.pool_mode}
 default_pool_size = {POOL_SIZE}
@@ -99,6 +100,16 @@ ignore_startup_parameters = extra_float_digits,options
                     self.stop()
                     raise RuntimeError(f"pgbouncer on port {self.port} did not start:\n{self.log()}") from None
                 time.sleep(0.1)
+
+    def server_pids(self, dbname: str) -> list[int]:
+        """The pids of the server sessions the pool holds for ``dbname`` now (the admin console's
+        ``SHOW SERVERS``), busy or idle."""
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="pgbouncer",
+                             autocommit=True, prepare_threshold=None) as admin:
+            cursor = admin.execute("SHOW SERVERS")
+            names = [column.name for column in cursor.description or ()]
+            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        return [int(row["remote_pid"]) for row in rows if row["database"] == dbname]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

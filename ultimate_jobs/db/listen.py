@@ -15,10 +15,14 @@ and the worker polls at ``POLL_INTERVAL``); heard: ``jobs.wake.live``. A LISTEN 
 pooler (the server session's pid is not the one the pooler handed out) and was not heard is given
 up on that server session — ``UNLISTEN *`` sent there (``db.sessions.run_on_server_session``), so
 the pool's next client gets no notification of ours — and tried again at the next probe. Every
-LISTEN connection sends ``UNLISTEN *`` before it is closed.
+LISTEN connection sends ``UNLISTEN *`` before it is closed. A pooled server session that cannot be
+reached at that moment (another client holds it in a transaction) is tried again every
+``RELEASE_RETRY`` until it is reached or closed, and for up to ``STOP_RELEASE`` more when the
+listener stops; one still unreached then is logged (``jobs.listen.left-behind``).
 
 Logged events: ``jobs.listen.lost``, ``jobs.wake.live``, ``jobs.wake.unverified``,
-``jobs.wake.probe-failed`` (the probe could not be sent: the jobs database did not answer).
+``jobs.wake.probe-failed`` (the probe could not be sent: the jobs database did not answer),
+``jobs.listen.left-behind``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ultimate_jobs.db.sessions import (
     dial,
     proxied,
     run_on_server_session,
+    server_session_exists,
 )
 from ultimate_jobs.db.store import JOBS_CHANNEL
 
@@ -52,6 +57,8 @@ PROBE_TIMEOUT = 1.0  # seconds a probe NOTIFY has to reach the LISTEN connection
 PROBE_PREFIX = "#probe:"  # a probe's payload starts so; "#" is in no queue name
 PROBE_CHANNEL = "ultimate_jobs_probe"  # the doctor's own probes: no worker listens there
 DEFAULT_PROBE_INTERVAL = 60.0
+RELEASE_RETRY = 1.0  # seconds between tries to reach a pooled server session still holding our LISTEN
+STOP_RELEASE = 3.0  # seconds a stopping listener keeps trying to reach them
 FIX = ("point ULTIMATE_JOBS['LISTEN_DATABASES'] at an alias that reaches this database directly or through "
        "a session-mode pool, e.g. {\"default\": \"default_direct\"}")
 
@@ -75,6 +82,7 @@ class Listener:
         self._thread = threading.Thread(target=self._run, name="ultimate-jobs-listen", daemon=True)
         self.connected = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
+        self._left_on: set[int] = set()  # pooled server sessions our LISTEN is still registered on
 
     @property
     def unverified(self) -> bool:
@@ -84,9 +92,10 @@ class Listener:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, wait: float = 5.0) -> None:
-        """Stop listening; wait up to ``wait`` seconds for the connection to close, so a process
-        (or a test database being dropped) is not left with a session behind it."""
+    def stop(self, wait: float = STOP_RELEASE + 5.0) -> None:
+        """Stop listening; wait up to ``wait`` seconds for the connection to close and the LISTEN
+        to be given up, so a process (or a test database being dropped) is not left with a session
+        behind it, nor a pool with a server session that still listens."""
         self._stop.set()
         conn = self._conn
         if conn is not None:
@@ -113,7 +122,7 @@ class Listener:
                     self.connected.clear()
                     self._release(conn, pid)
                     conn = None
-                    self._stop.wait(self.probe_interval)
+                    self._rest(self.probe_interval)
             except Exception as exc:  # the listener must outlive any connection failure
                 self.connected.clear()
                 if self._stop.is_set():
@@ -126,12 +135,31 @@ class Listener:
                 if conn is not None:
                     self._release(conn, pid)
         self.connected.clear()
+        self._give_up_left_on(time.monotonic() + STOP_RELEASE)
+
+    def _rest(self, seconds: float) -> None:
+        """Wait ``seconds`` (cut short by ``stop()``), reaching the sessions still left on meanwhile."""
+        until = time.monotonic() + seconds
+        while not self._stop.is_set() and time.monotonic() < until:
+            self._reach_left_on()
+            self._stop.wait(min(RELEASE_RETRY, max(0.0, until - time.monotonic())))
+
+    def _reach_left_on(self) -> None:
+        reach_idle_sessions(self.listen_alias, self._left_on)
+
+    def _give_up_left_on(self, deadline: float) -> None:
+        reach_sessions_until(self.listen_alias, self._left_on, deadline)
+        if self._left_on:
+            log.warning("jobs.listen.left-behind listen_alias=%s channel=%s server_pids=%s: pooled server sessions "
+                        "were busy until the listener stopped and still LISTEN; they hear our NOTIFYs until the "
+                        "pooler closes them. Fix: %s.", self.listen_alias, self.channel, sorted(self._left_on), FIX)
 
     def _hear(self, conn: psycopg.Connection[Any], pid: int) -> bool:
         """Deliver notifications and probe until stopped (True), or until a probe through a pooler
         went unheard (False: this LISTEN is no use and is given up)."""
         next_probe = time.monotonic()
         pending: tuple[str, float] | None = None  # the probe's payload, and when it is given up
+        next_reach = time.monotonic()
         while not self._stop.is_set():
             if pending is None and time.monotonic() >= next_probe:
                 token = self._send_probe()
@@ -141,6 +169,9 @@ class Listener:
                     pending = (token, time.monotonic() + PROBE_TIMEOUT)
             # A cancel does not interrupt notifies(): the timeout is what bounds stop(),
             # and so how long a --burst worker takes to return after its last job.
+            if self._left_on and time.monotonic() >= next_reach:
+                self._reach_left_on()
+                next_reach = time.monotonic() + RELEASE_RETRY
             for note in conn.notifies(timeout=STOP_CHECK):
                 if note.payload.startswith(PROBE_PREFIX):
                     if pending is not None and note.payload == pending[0]:
@@ -185,12 +216,24 @@ class Listener:
         self.verified = False
 
     def _release(self, conn: psycopg.Connection[Any], pid: int | None) -> None:
-        """``UNLISTEN *`` on the server session the LISTEN went to, then close the connection."""
+        """``UNLISTEN *`` on the server session the LISTEN went to, then close the connection. A
+        pooled server session not reached now outlives our connection: it is tried again later."""
+        if pid is None:
+            self._close(conn)
+            return
+        pooled = not conn.closed and proxied(conn, pid)
+        released = False
         try:
-            if pid is not None and not conn.closed and not conn.broken:
-                unlisten(conn, pid, self.listen_alias, shared=self.verified is not True)
-        except Exception:  # nothing more to do for a broken connection: its server session ends with it
+            if not conn.closed and not conn.broken:
+                released = unlisten(conn, pid, self.listen_alias, shared=self.verified is not True)
+        except Exception:  # a direct connection's session ends with it; a pooled one is tried again below
             pass
+        self._close(conn)
+        if pooled and not released:
+            self._left_on.add(pid)
+
+    @staticmethod
+    def _close(conn: psycopg.Connection[Any]) -> None:
         try:
             conn.close()
         except Exception:  # closing a broken connection may fail; nothing to keep
@@ -206,18 +249,38 @@ def listen(conn: psycopg.Connection[Any], channel: str) -> int:
     return int(row[0])
 
 
-def unlisten(conn: psycopg.Connection[Any], pid: int, alias: str, *, shared: bool) -> None:
-    """``UNLISTEN *`` on the server session ``pid``. A session of its own (or a session pool) is
-    ``conn``'s; a LISTEN that went through a transaction-mode pooler (``shared``) is reached on the
-    pool's server session it landed on."""
+def unlisten(conn: psycopg.Connection[Any], pid: int, alias: str, *, shared: bool) -> bool:
+    """``UNLISTEN *`` on the server session ``pid``; answer whether it was reached. A session of its
+    own (or a session pool) is ``conn``'s; a LISTEN that went through a transaction-mode pooler
+    (``shared``) is reached on the pool's server session it landed on, if it is idle now."""
     if not proxied(conn, pid) or not shared:
         conn.execute(UNLISTEN_ALL)
-        return
+        return True
     cursor = conn.execute(UNLISTEN_AND_PID)
     cursor.nextset()
     row = cursor.fetchone()
-    if row is None or int(row[0]) != pid:
-        run_on_server_session(alias, pid, UNLISTEN_ALL)
+    if row is not None and int(row[0]) == pid:
+        return True
+    return run_on_server_session(alias, pid, UNLISTEN_ALL)
+
+
+def reach_idle_sessions(alias: str, pids: set[int]) -> None:
+    """``UNLISTEN *`` on each of the pooled server sessions ``pids`` behind ``alias`` that is idle
+    now; remove from ``pids`` those reached and those the pooler has closed."""
+    for pid in sorted(pids):
+        try:
+            if run_on_server_session(alias, pid, UNLISTEN_ALL) or not server_session_exists(alias, pid):
+                pids.discard(pid)
+        except Exception:  # the pooler is away: its sessions are tried again later
+            pass
+
+
+def reach_sessions_until(alias: str, pids: set[int], deadline: float) -> None:
+    """``reach_idle_sessions`` until ``pids`` is empty or the monotonic ``deadline`` passes."""
+    while pids and time.monotonic() < deadline:
+        reach_idle_sessions(alias, pids)
+        if pids:
+            time.sleep(STOP_CHECK)
 
 
 def probe_wake(alias: str, listen_alias: str, timeout: float = PROBE_TIMEOUT) -> str | None:
@@ -238,7 +301,8 @@ def probe_wake(alias: str, listen_alias: str, timeout: float = PROBE_TIMEOUT) ->
                         heard = True
                         break
         finally:
-            unlisten(conn, pid, listen_alias, shared=not heard)
+            if not unlisten(conn, pid, listen_alias, shared=not heard):
+                reach_sessions_until(listen_alias, {pid}, time.monotonic() + STOP_RELEASE)
     if heard:
         return None
     through = " (it went through a transaction-mode pooler)" if through_pooler else ""
