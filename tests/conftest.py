@@ -58,6 +58,26 @@ class Declared:
             _unregister(name)
 
 
+def _close_shared_thread_connections() -> None:
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+@pytest.fixture
+def shared_thread_connections_closed() -> Iterator[None]:
+    """Code under ``asyncio.run`` (``aenqueue``, ``aget_result``) reaches the database through
+    asgiref's one shared thread, whose Django connection outlives the test. It is closed before the
+    test (another test may have left it open, and a test that terminates every other backend may
+    have killed it since) and after."""
+    _close_shared_thread_connections()
+    yield
+    _close_shared_thread_connections()
+
+
 @pytest.fixture
 def declared() -> Iterator[Declared]:
     tracker = Declared()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 from django.utils import timezone
 
 from tests.support import django_tasks as tasks
@@ -36,7 +33,5 @@ def drain(worker_id: str = "w-test", concurrency: int = 3) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _close_async_connections() -> Iterator[None]:
-    """aenqueue/aget_result run on asgiref's shared thread: close its connection after the test."""
-    yield
-    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+def _shared_thread(shared_thread_connections_closed: None) -> None:
+    """aenqueue/aget_result run on asgiref's shared thread (tests/conftest.py)."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import SynchronousOnlyOperation
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.test import override_settings
 
 from tests.app.jobs import noop, tenant_noop
@@ -22,14 +22,7 @@ from ultimate_jobs import MAX_ENQUEUE_BATCH, NO_TENANT, JobsError, ops
 from ultimate_jobs.models import Job, OutboxEntry
 from ultimate_jobs.outbox import Relay
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _close_async_connections() -> Iterator[None]:
-    """aenqueue runs on asgiref's shared thread: close its connection after the test."""
-    yield
-    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shared_thread_connections_closed")]
 
 
 def refusal(coro: Any) -> str:

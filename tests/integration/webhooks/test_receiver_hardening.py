@@ -22,7 +22,7 @@ from ultimate_jobs.models import Job
 from ultimate_jobs.registry import unregister as _unregister
 from ultimate_jobs.webhooks import limit_receiver_bodies
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shared_thread_connections_closed")]
 SECRET = "whsec-hardening"
 URL = "/jobs/hooks/hardening/acme/"
 
