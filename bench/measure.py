@@ -103,9 +103,10 @@ def enqueue_many(n: int) -> None:
 FLOOR_INSERT = """
 INSERT INTO ultimate_jobs_job (id, run_id, name, queue, priority, state, payload, idempotency_key, tenant_id,
                                enqueued_by, attempt, max_attempts, run_at, concurrency_key, traceparent,
-                               created_at, updated_at)
+                               sensitive, created_at, updated_at)
 VALUES (%(id)s, %(run_id)s, %(name)s, %(queue)s, %(priority)s, 'ready', %(payload)s::jsonb, %(idempotency_key)s,
-        %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s, now(), %(concurrency_key)s, %(traceparent)s, now(), now())
+        %(tenant_id)s, %(enqueued_by)s, 0, %(max_attempts)s, now(), %(concurrency_key)s, %(traceparent)s,
+        %(sensitive)s, now(), now())
 """
 
 
@@ -115,7 +116,7 @@ def _floor_params(k: int) -> list[dict[str, object]]:
 
     bound = noop.using()
     fields = ("id", "run_id", "name", "queue", "priority", "payload", "idempotency_key", "tenant_id", "enqueued_by",
-              "max_attempts", "delay", "run_at", "concurrency_key", "traceparent")
+              "max_attempts", "delay", "run_at", "concurrency_key", "traceparent", "sensitive")
     rows = [bound.row({"i": -1, "seq": next(_seq)}) for _ in range(k)]
     return [{f: getattr(row, f) for f in fields} for row in rows]
 

@@ -51,7 +51,7 @@ raw.execute(f"SET synchronous_commit = {SYNC}")
 with connection.cursor() as c:
     c.execute(f"SET synchronous_commit = {SYNC}")
 FIELDS = ("id", "run_id", "name", "queue", "priority", "payload", "idempotency_key", "tenant_id", "enqueued_by",
-          "max_attempts", "delay", "run_at", "concurrency_key", "traceparent")
+          "max_attempts", "delay", "run_at", "concurrency_key", "traceparent", "sensitive")
 
 
 def params(k):
