@@ -14,9 +14,9 @@ import contextlib
 import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import pytest
@@ -69,6 +69,14 @@ def states(prefix: str) -> list[str]:
                 .values_list("state", flat=True))
 
 
+class Held(NamedTuple):
+    """A pooled server session a test client holds in a transaction."""
+
+    pid: int
+    channels: list[str]
+    client: psycopg.Connection[Any]
+
+
 def pooled_client(bouncer: PgBouncer) -> psycopg.Connection[Any]:
     return psycopg.connect(host="127.0.0.1", port=bouncer.port, user="postgres",
                            dbname=connection.settings_dict["NAME"], prepare_threshold=None)
@@ -103,32 +111,11 @@ def assert_no_session_state(bouncer: PgBouncer) -> None:
 
 
 @contextlib.contextmanager
-def holding(bouncer: PgBouncer, pid: int) -> Iterator[psycopg.Connection[Any] | None]:
-    """A pooled client in a transaction on the server session ``pid`` (so no other client gets it
-    until the block ends), or None when the pool would not hand it out: fresh clients each hold a
-    transaction until one lands there."""
-    clients: list[psycopg.Connection[Any]] = []
-    try:
-        for _ in range(60):
-            client = pooled_client(bouncer)
-            clients.append(client)
-            (got,) = client.execute("SELECT pg_backend_pid()").fetchone()
-            if got == pid:
-                yield client
-                return
-        yield None
-    finally:
-        for client in clients:
-            client.rollback()
-            client.close()
-
-
-@contextlib.contextmanager
-def holding_listener(bouncer: PgBouncer, channel: str) -> Iterator[tuple[int, psycopg.Connection[Any]] | None]:
-    """Hold (in a transaction) the pool's server session that listens on ``channel``, if one does
-    now: fresh clients each hold a transaction, so the pool hands every one another of its server
-    sessions, until one listens there or each of those the pool holds was tried. Yield its pid and
-    the client holding it, or None."""
+def holding(bouncer: PgBouncer, wanted: Callable[[int, list[str]], bool]) -> Iterator[Held | None]:
+    """Hold (in a transaction, so no other client gets it until the block ends) the first of the
+    pool's server sessions for which ``wanted(pid, channels listened to)`` is true: fresh clients
+    each hold a transaction, so the pool hands every one another of its server sessions, until one
+    is wanted or each of those the pool holds was tried. Yield it, or None."""
     sessions = len(bouncer.server_pids(connection.settings_dict["NAME"]))
     clients: list[psycopg.Connection[Any]] = []
     try:
@@ -136,12 +123,12 @@ def holding_listener(bouncer: PgBouncer, channel: str) -> Iterator[tuple[int, ps
             client = pooled_client(bouncer)
             clients.append(client)
             pid, channels = client.execute("SELECT pg_backend_pid(), array(SELECT pg_listening_channels())").fetchone()
-            if channel in channels:
+            if wanted(int(pid), list(channels)):
                 for other in clients[:-1]:  # only that one stays held
                     other.rollback()
                     other.close()
                 clients = [client]
-                yield int(pid), client
+                yield Held(int(pid), list(channels), client)
                 return
         yield None
     finally:
@@ -158,9 +145,9 @@ def holding_the_workers_listen(bouncer: PgBouncer,
     ``WAKE_PROBE_INTERVAL`` it LISTENs again: another chance to win that race."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        with holding_listener(bouncer, "ultimate_jobs") as held:
+        with holding(bouncer, lambda _, channels: "ultimate_jobs" in channels) as held:
             if held is not None:
-                yield held
+                yield held.pid, held.client
                 return
         assert worker.proc.poll() is None, log_text(worker)
     raise AssertionError(f"the test never held the worker's LISTEN session in time\n{log_text(worker)}")
@@ -168,11 +155,8 @@ def holding_the_workers_listen(bouncer: PgBouncer,
 
 def channels_on(bouncer: PgBouncer, pid: int) -> list[str] | None:
     """The channels the server session ``pid`` listens to (None: the pool did not hand it out)."""
-    with holding(bouncer, pid) as client:
-        if client is None:
-            return None
-        (channels,) = client.execute("SELECT array(SELECT pg_listening_channels())").fetchone()
-        return list(channels)
+    with holding(bouncer, lambda got, _: got == pid) as held:
+        return None if held is None else held.channels
 
 
 def stop(proc: WorkerProcess) -> None:

@@ -141,11 +141,8 @@ class Listener:
         """Wait ``seconds`` (cut short by ``stop()``), reaching the sessions still left on meanwhile."""
         until = time.monotonic() + seconds
         while not self._stop.is_set() and time.monotonic() < until:
-            self._reach_left_on()
+            reach_idle_sessions(self.listen_alias, self._left_on)
             self._stop.wait(min(RELEASE_RETRY, max(0.0, until - time.monotonic())))
-
-    def _reach_left_on(self) -> None:
-        reach_idle_sessions(self.listen_alias, self._left_on)
 
     def _give_up_left_on(self, deadline: float) -> None:
         reach_sessions_until(self.listen_alias, self._left_on, deadline)
@@ -170,7 +167,7 @@ class Listener:
             # A cancel does not interrupt notifies(): the timeout is what bounds stop(),
             # and so how long a --burst worker takes to return after its last job.
             if self._left_on and time.monotonic() >= next_reach:
-                self._reach_left_on()
+                reach_idle_sessions(self.listen_alias, self._left_on)
                 next_reach = time.monotonic() + RELEASE_RETRY
             for note in conn.notifies(timeout=STOP_CHECK):
                 if note.payload.startswith(PROBE_PREFIX):
